@@ -1,0 +1,44 @@
+// Subcommands of build/atoll (and build/atoll-smpi). main.cpp parses flags into these options and
+// calls the command; commands take the communicator explicitly and print on rank 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "atoll/comm/communicator.h"
+#include "atoll/sparse/generator.h"
+
+namespace atl::cli {
+
+// A problem with the user's input; main prints "atoll: error: <message>" and exits with 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct BenchSyncOptions {
+  std::vector<std::string> schemes{"all"};
+  sparse::GeneratorOptions generator{std::uint64_t{1} << 24, 0.01, 1.1, 1,
+                                     sparse::ValueKind::normal};
+  int index_bits = 32;
+  int repeat = 5;
+  int warmup = 1;
+  std::string trace_dir;  // if set, gradients come from this trace instead of the generator
+  std::int64_t trace_step = -1;  // -1: the first step present
+  bool verify = false;
+  bool json = false;
+};
+int bench_sync(comm::Communicator& comm, const BenchSyncOptions& options);
+
+struct AnalyzeOptions {
+  std::string trace_dir;
+  std::int64_t trace_step = -1;
+  int ranks = 4;  // synthetic: number of workers to generate
+  sparse::GeneratorOptions generator{std::uint64_t{1} << 24, 0.01, 1.1, 1,
+                                     sparse::ValueKind::normal};
+  bool json = false;
+};
+int analyze(comm::Communicator& comm, const AnalyzeOptions& options);
+
+}  // namespace atl::cli

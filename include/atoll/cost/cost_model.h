@@ -1,0 +1,47 @@
+// The alpha-beta cost model shared by the scheme selector (`auto`), the benchmarks and the docs.
+// time = α · messages + bytes / b. Sources: Zen (OSDI'25) Eq. 1 (balanced parallelism) and Eq. 2
+// (hierarchical centralization, SparCML), plus the latency term the paper leaves out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace atl::cost {
+
+struct Network {
+  double latency_s = 5e-6;                  // α: per message
+  double bandwidth_bytes_per_s = 25e9 / 8;  // b: per direction per rank (full duplex NIC)
+};
+
+// What the models need to know about one synchronization call (measured or estimated).
+struct SparsityProfile {
+  int ranks = 1;                   // n
+  std::uint64_t elements = 0;      // M
+  double density = 0;              // d_G: mean local nnz / M
+  std::vector<double> gamma_pow2;  // γ_{2^i} for i = 0..log2(n) (γ_1 = 1)
+  double gamma_n = 1;              // γ_n: density of the sum / d_G
+  double skew = 1;                 // max contiguous-range share of the aggregated load × n
+  double block_density = 0;        // share of OmniReduce blocks holding a non-zero (local)
+  double block_gamma_n = 1;        // densification of non-zero blocks across n ranks
+  std::uint64_t block_elements = 256;
+  int index_bytes = 4;
+};
+
+struct Estimate {
+  std::string scheme;
+  double time_s = 0;
+};
+
+double allreduce_time(const SparsityProfile& p, const Network& net);
+double agsparse_time(const SparsityProfile& p, const Network& net);
+double sparcml_time(const SparsityProfile& p, const Network& net);    // Eq. 2 + latency
+double omnireduce_time(const SparsityProfile& p, const Network& net);
+double sparse_ps_time(const SparsityProfile& p, const Network& net);
+double zen_coo_time(const SparsityProfile& p, const Network& net);    // Eq. 1 + latency
+double zen_time(const SparsityProfile& p, const Network& net);        // Eq. 1, bitmap pull
+
+// All of the above, fastest first.
+std::vector<Estimate> rank_schemes(const SparsityProfile& p, const Network& net);
+
+}  // namespace atl::cost

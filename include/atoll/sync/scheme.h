@@ -1,0 +1,123 @@
+// The synchronization interface: every scheme takes one worker's sparse gradient and returns the
+// exact sum over all ranks, identical on every rank, plus per-phase statistics.
+//
+// Contract of SyncScheme::synchronize (collective: every rank calls it with the same M):
+// - input: a valid SparseGradient (sorted unique indices < M); checked, and a bad input or an M that
+//   differs across ranks ends in CollectiveError on every rank;
+// - output: SyncResult, either sparse (sorted unique indices, may hold explicit zeros) or dense
+//   (M floats), whichever is the scheme's natural form; absent entries are zero. All ranks hold the
+//   same result. Summation order differs between schemes (floats: equal within rounding; integer
+//   valued floats: bit-identical).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "atoll/comm/communicator.h"
+#include "atoll/sparse/sparse_gradient.h"
+
+namespace atl::sync {
+
+using comm::Communicator;
+using sparse::SparseGradient;
+
+// One phase of a scheme on this rank (push, aggregate, pull, ...).
+struct PhaseStats {
+  std::string name;
+  double time_s = 0;  // engine clock (simulated under SMPI)
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+};
+
+struct SyncStats {
+  std::vector<PhaseStats> phases;
+  // Server load on this rank: bytes it received as an aggregator (push) and sent back (pull).
+  // Schemes without server roles leave them 0; imbalance across ranks is max/mean of these.
+  std::uint64_t push_load_bytes = 0;
+  std::uint64_t pull_load_bytes = 0;
+  std::string chosen;  // `auto`: the scheme it ran
+  std::string reason;  // `auto`: why (model estimates)
+
+  double time_s() const;
+  std::uint64_t bytes_sent() const;
+  std::uint64_t bytes_received() const;
+};
+
+template <class Index>
+struct SyncResult {
+  bool dense_form = false;
+  SparseGradient<Index> sparse;  // valid when !dense_form
+  std::vector<float> dense;      // valid when dense_form (M floats)
+  SyncStats stats;
+
+  std::vector<float> to_dense() const;
+  std::uint64_t checksum() const;  // over non-zero (index, value) pairs: equal iff same sum
+};
+
+class SyncScheme {
+ public:
+  virtual ~SyncScheme() = default;
+  virtual std::string_view name() const = 0;
+  virtual SyncResult<std::uint32_t> synchronize(Communicator& comm,
+                                                const SparseGradient<std::uint32_t>& grad) = 0;
+  virtual SyncResult<std::uint64_t> synchronize(Communicator& comm,
+                                                const SparseGradient<std::uint64_t>& grad) = 0;
+};
+
+// Options shared by the schemes; each reads the fields that concern it.
+struct SchemeOptions {
+  std::uint64_t hash_seed = 0x5eeda7011ull;  // Zen's h0 seed, the same on every rank
+  std::uint64_t omnireduce_block_elements = 256;
+  // SparCML switches to a dense accumulator when the COO form would exceed this share of M·4 bytes.
+  double sparcml_dense_switch = 0.5;
+  // Zen pull: a server sends a bitmap when it is smaller than its COO indices (per server, per call).
+  bool zen_allow_bitmap = true;
+};
+
+// The scheme names accepted by make_scheme, in presentation order (auto last).
+const std::vector<std::string>& scheme_names();
+// Throws std::invalid_argument naming the valid schemes on an unknown name.
+std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptions& options = {});
+
+// Implementation helpers for scheme files ---------------------------------------------------------
+
+// Collective input check: local validity and equal M on all ranks, else CollectiveError everywhere.
+void check_input(Communicator& comm, const std::optional<std::string>& local_problem,
+                 std::uint64_t elements);
+
+// CRTP adapter: a scheme implements `template <class Index> SyncResult<Index> run(comm, grad)`.
+template <class Derived>
+class SchemeBase : public SyncScheme {
+ public:
+  SyncResult<std::uint32_t> synchronize(Communicator& c,
+                                        const SparseGradient<std::uint32_t>& g) override {
+    check_input(c, g.check(), g.elements);
+    return static_cast<Derived*>(this)->template run<std::uint32_t>(c, g);
+  }
+  SyncResult<std::uint64_t> synchronize(Communicator& c,
+                                        const SparseGradient<std::uint64_t>& g) override {
+    check_input(c, g.check(), g.elements);
+    return static_cast<Derived*>(this)->template run<std::uint64_t>(c, g);
+  }
+};
+
+// Records one phase (time and metered traffic) into `stats` when it goes out of scope.
+class PhaseScope {
+ public:
+  PhaseScope(Communicator& comm, SyncStats& stats, std::string name);
+  ~PhaseScope();
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Communicator& comm_;
+  SyncStats& stats_;
+  std::string name_;
+  double start_s_;
+  comm::TrafficCounters start_;
+};
+
+}  // namespace atl::sync

@@ -1,0 +1,256 @@
+// `atoll bench sync`: verify, then time, every requested scheme on the same gradients.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "atoll/cli/commands.h"
+#include "atoll/sparse/characteristics.h"
+#include "atoll/sparse/trace.h"
+#include "atoll/sync/scheme.h"
+
+namespace atl::cli {
+namespace {
+
+using comm::Communicator;
+using comm::ReduceOp;
+using sparse::SparseGradient;
+
+std::vector<std::string> resolve_schemes(const std::vector<std::string>& requested) {
+  std::vector<std::string> out;
+  for (const auto& s : requested) {
+    if (s == "all") {
+      for (const auto& n : sync::scheme_names()) out.push_back(n);
+    } else {
+      sync::make_scheme(s);  // throws invalid_argument naming the valid schemes
+      out.push_back(s);
+    }
+  }
+  if (out.empty()) throw UsageError("--schemes is empty");
+  return out;
+}
+
+// Loads this rank's gradient from the trace; any rank's failure becomes an error on every rank.
+template <class Index>
+SparseGradient<Index> load_trace(Communicator& comm, const std::string& dir, std::int64_t step) {
+  std::optional<std::string> problem;
+  SparseGradient<Index> g;
+  try {
+    std::uint64_t s = 0;
+    if (step >= 0) {
+      s = static_cast<std::uint64_t>(step);
+    } else {
+      const auto steps = sparse::trace_steps(dir, comm.rank());
+      if (steps.empty()) throw sparse::InvalidGradient(fmt::format("no trace of rank {} in {}", comm.rank(), dir));
+      s = steps.front();
+    }
+    sparse::TraceHeader h;
+    g = sparse::read_trace<Index>(sparse::trace_path(dir, s, comm.rank()), &h);
+    if (static_cast<int>(h.world) != comm.size()) {
+      throw sparse::InvalidGradient(fmt::format(
+          "trace {} was written by {} ranks but this run has {}",
+          sparse::trace_path(dir, s, comm.rank()).string(), h.world, comm.size()));
+    }
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  comm.agree(problem);
+  const auto lo = comm.allreduce_value<std::uint64_t>(g.elements, ReduceOp::min);
+  const auto hi = comm.allreduce_value<std::uint64_t>(g.elements, ReduceOp::max);
+  if (lo != hi) {
+    throw comm::CollectiveError(
+        fmt::format("traces disagree on M across ranks (min {}, max {})", lo, hi));
+  }
+  return g;
+}
+
+// Rank 0 gets every rank's gradient (point to point) to compute the characteristics.
+template <class Index>
+sparse::Characteristics gather_characteristics(Communicator& comm, const SparseGradient<Index>& g) {
+  sparse::Characteristics c;
+  if (comm.rank() == 0) {
+    std::vector<SparseGradient<Index>> all(comm.size());
+    all[0] = g;
+    for (int r = 1; r < comm.size(); ++r) {
+      std::uint64_t nnz = 0;
+      comm.recv<std::uint64_t>(std::span(&nnz, 1), r);
+      all[r].elements = g.elements;
+      all[r].indices.resize(nnz);
+      all[r].values.assign(nnz, 1.0f);
+      comm.recv<Index>(all[r].indices, r);
+    }
+    c = sparse::characterize<Index>(all);
+  } else {
+    const std::uint64_t nnz = g.nnz();
+    comm.send<std::uint64_t>(std::span(&nnz, 1), 0);
+    comm.send<Index>(g.indices, 0);
+  }
+  double v[3] = {c.density, c.densification, c.skew};
+  comm.broadcast<double>(v, 0);
+  c.density = v[0];
+  c.densification = v[1];
+  c.skew = v[2];
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double imbalance(Communicator& comm, std::uint64_t load) {
+  const double mx = comm.allreduce_value<double>(static_cast<double>(load), ReduceOp::max);
+  const double sum = comm.allreduce_value<double>(static_cast<double>(load), ReduceOp::sum);
+  return sum > 0 ? mx / (sum / comm.size()) : 1.0;
+}
+
+template <class Index>
+int run(Communicator& comm, const BenchSyncOptions& o) {
+  const auto names = resolve_schemes(o.schemes);
+  SparseGradient<Index> grad = o.trace_dir.empty()
+                                   ? sparse::generate_gradient<Index>(o.generator, comm.rank())
+                                   : load_trace<Index>(comm, o.trace_dir, o.trace_step);
+  const auto ch = gather_characteristics(comm, grad);
+  const bool integer_values = o.trace_dir.empty() && o.generator.values == sparse::ValueKind::integer;
+
+  // The dense reference and its per-element magnitude bound, computed once, outside timing.
+  std::vector<float> reference, magnitude;
+  if (o.verify) {
+    reference = grad.to_dense();
+    magnitude.assign(grad.elements, 0.0f);
+    for (std::size_t k = 0; k < grad.nnz(); ++k) magnitude[grad.indices[k]] = std::fabs(grad.values[k]);
+    comm.allreduce<float>(reference, ReduceOp::sum);
+    comm.allreduce<float>(magnitude, ReduceOp::sum);
+  }
+
+  nlohmann::json rows = nlohmann::json::array();
+  bool all_ok = true;
+  for (const auto& name : names) {
+    auto scheme = sync::make_scheme(name);
+    for (int w = 0; w < o.warmup; ++w) scheme->synchronize(comm, grad);
+    std::vector<double> times;
+    sync::SyncResult<Index> last;
+    for (int rep = 0; rep < o.repeat; ++rep) {
+      comm.barrier();
+      const double t0 = comm.wtime();
+      last = scheme->synchronize(comm, grad);
+      const double dt = comm.wtime() - t0;
+      times.push_back(comm.allreduce_value<double>(dt, ReduceOp::max));
+    }
+    bool verified = false;
+    std::string failure;
+    if (o.verify) {
+      const auto got = last.to_dense();
+      // Float sums differ from the reference only by rounding: |Δ| ≤ n·ε·Σ|x|; integers: exact.
+      const float slack = integer_values ? 0.0f : 4.0f * comm.size() * FLT_EPSILON;
+      std::uint64_t bad = 0, first_bad = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if (std::fabs(got[i] - reference[i]) > slack * magnitude[i] || std::isnan(got[i])) {
+          if (bad++ == 0) first_bad = i;
+        }
+      }
+      const auto sum_lo = comm.allreduce_value<std::uint64_t>(last.checksum(), ReduceOp::min);
+      const auto sum_hi = comm.allreduce_value<std::uint64_t>(last.checksum(), ReduceOp::max);
+      const auto bad_all = comm.allreduce_value<std::uint64_t>(bad, ReduceOp::sum);
+      verified = bad_all == 0 && sum_lo == sum_hi;
+      if (bad) {
+        failure = fmt::format("rank {}: {} elements differ from the dense reference (first at {}: "
+                              "got {}, expected {})", comm.rank(), bad, first_bad, got[first_bad],
+                              reference[first_bad]);
+      } else if (sum_lo != sum_hi) {
+        failure = "results differ across ranks";
+      }
+      if (!verified) {
+        all_ok = false;
+        std::cerr << fmt::format("atoll: error: scheme {} failed verification: {}\n", name,
+                                 failure.empty() ? "another rank saw a mismatch" : failure);
+      }
+    }
+    const auto& st = last.stats;
+    nlohmann::json row{
+        {"scheme", name},
+        {"ranks", comm.size()},
+        {"elements", grad.elements},
+        {"index_bits", 8 * sizeof(Index)},
+        {"density", ch.density},
+        {"densification", ch.densification},
+        {"skew", ch.skew},
+        {"zipf", o.trace_dir.empty() ? nlohmann::json(o.generator.zipf_exponent) : nlohmann::json()},
+        {"source", o.trace_dir.empty() ? "synthetic" : o.trace_dir},
+        {"repeat", o.repeat},
+        {"time_s", median(times)},
+        {"time_min_s", *std::min_element(times.begin(), times.end())},
+        {"bytes_sent_max", comm.allreduce_value<std::uint64_t>(st.bytes_sent(), ReduceOp::max)},
+        {"bytes_received_max", comm.allreduce_value<std::uint64_t>(st.bytes_received(), ReduceOp::max)},
+        {"push_imbalance", imbalance(comm, st.push_load_bytes)},
+        {"pull_imbalance", imbalance(comm, st.pull_load_bytes)},
+        {"verified", verified},
+    };
+    nlohmann::json phases = nlohmann::json::object();
+    for (const auto& p : st.phases) {
+      phases[p.name] = comm.allreduce_value<double>(p.time_s, ReduceOp::max);
+    }
+    row["phase_time_s"] = phases;
+    if (!st.chosen.empty()) {
+      row["chosen"] = st.chosen;
+      row["reason"] = st.reason;
+    }
+    rows.push_back(row);
+    if (o.json && comm.rank() == 0) std::cout << row.dump() << std::endl;
+  }
+
+  if (!o.json && comm.rank() == 0) {
+    double base = 0;
+    for (const auto& r : rows)
+      if (r["scheme"] == "allreduce") base = r["time_s"];
+    std::cout << fmt::format(
+        "atoll bench sync: {} ranks, M = {}, density {:.4g}%, densification {:.2f}, skew {:.2f}, "
+        "{}-bit indices, median of {}\n",
+        comm.size(), grad.elements, 100 * ch.density, ch.densification, ch.skew,
+        8 * sizeof(Index), o.repeat);
+    std::cout << fmt::format("{:<11} {:>11} {:>10} {:>12} {:>12} {:>7} {:>7} {:>8}\n", "scheme",
+                             "time_ms", "speedup", "sent_max_MB", "recv_max_MB", "push_im",
+                             "pull_im", "verified");
+    for (const auto& r : rows) {
+      const double t = r["time_s"];
+      std::string sp = base > 0 ? fmt::format("{:.2f}x", base / t) : "-";
+      std::cout << fmt::format("{:<11} {:>11.3f} {:>10} {:>12.3f} {:>12.3f} {:>7.3f} {:>7.3f} {:>8}\n",
+                               r["scheme"].get<std::string>(), 1e3 * t, sp,
+                               r["bytes_sent_max"].get<double>() / 1e6,
+                               r["bytes_received_max"].get<double>() / 1e6,
+                               r["push_imbalance"].get<double>(), r["pull_imbalance"].get<double>(),
+                               o.verify ? (r["verified"].get<bool>() ? "yes" : "NO") : "-");
+      if (r.contains("chosen")) {
+        std::cout << fmt::format("  auto chose {}: {}\n", r["chosen"].get<std::string>(),
+                                 r["reason"].get<std::string>());
+      }
+    }
+  }
+  return all_ok ? 0 : 3;
+}
+
+}  // namespace
+
+int bench_sync(Communicator& comm, const BenchSyncOptions& o) {
+  if (o.repeat < 1) throw UsageError(fmt::format("--repeat must be at least 1 (got {})", o.repeat));
+  if (o.warmup < 0) throw UsageError(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
+  if (o.index_bits != 32 && o.index_bits != 64) {
+    throw UsageError(fmt::format("--index-bits must be 32 or 64 (got {})", o.index_bits));
+  }
+  try {
+    sparse::validate(o.generator);
+    resolve_schemes(o.schemes);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (o.trace_dir.empty() && o.index_bits == 32 && o.generator.elements > (std::uint64_t{1} << 32)) {
+    throw UsageError(fmt::format("--elements {} needs --index-bits 64", o.generator.elements));
+  }
+  return o.index_bits == 32 ? run<std::uint32_t>(comm, o) : run<std::uint64_t>(comm, o);
+}
+
+}  // namespace atl::cli

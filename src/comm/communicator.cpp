@@ -1,0 +1,291 @@
+// The only translation unit that includes <mpi.h>. Compiled once against Open MPI and once against
+// SimGrid SMPI (whose mpi.h comes first on the include path for that flavour).
+#include "atoll/comm/communicator.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <string>
+
+namespace atl::comm {
+namespace {
+
+MPI_Datatype to_mpi(DataType t) {
+  switch (t) {
+    case DataType::u8: return MPI_UINT8_T;
+    case DataType::i32: return MPI_INT32_T;
+    case DataType::u32: return MPI_UINT32_T;
+    case DataType::i64: return MPI_INT64_T;
+    case DataType::u64: return MPI_UINT64_T;
+    case DataType::f32: return MPI_FLOAT;
+    case DataType::f64: return MPI_DOUBLE;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+std::size_t size_of(DataType t) {
+  switch (t) {
+    case DataType::u8: return 1;
+    case DataType::i32:
+    case DataType::u32:
+    case DataType::f32: return 4;
+    case DataType::i64:
+    case DataType::u64:
+    case DataType::f64: return 8;
+  }
+  return 0;
+}
+
+MPI_Op to_mpi(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::bit_or: return MPI_BOR;
+  }
+  return MPI_OP_NULL;
+}
+
+// MPI counts are int: anything larger is an error we name rather than a silent truncation.
+int checked_count(std::size_t count, int rank, const char* op) {
+  if (count > static_cast<std::size_t>(INT_MAX)) {
+    throw CommError("rank " + std::to_string(rank) + ": " + op + ": count " +
+                    std::to_string(count) + " exceeds the MPI limit of INT_MAX elements");
+  }
+  return static_cast<int>(count);
+}
+
+// Largest block moved by one point-to-point or broadcast call (bytes); bigger buffers are chunked.
+constexpr std::size_t kChunkBytes = std::size_t{1} << 30;
+
+}  // namespace
+
+struct Communicator::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  // Contiguous element types of a given byte size, created on demand, freed with the Impl.
+  std::vector<std::pair<std::size_t, MPI_Datatype>> element_types;
+
+  ~Impl() {
+    for (auto& [bytes, type] : element_types) MPI_Type_free(&type);
+  }
+
+  MPI_Datatype element_type(std::size_t bytes) {
+    for (auto& [b, t] : element_types)
+      if (b == bytes) return t;
+    MPI_Datatype t;
+    MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, &t);
+    MPI_Type_commit(&t);
+    element_types.emplace_back(bytes, t);
+    return t;
+  }
+
+  void check(int rc, int rank, const char* op) const {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    throw CommError("rank " + std::to_string(rank) + ": " + op + " failed: " +
+                    std::string(text, static_cast<std::size_t>(len)));
+  }
+};
+
+Communicator Communicator::world() {
+  auto impl = std::make_unique<Impl>();
+  impl->comm = MPI_COMM_WORLD;
+  // Errors come back as return codes so they can become exceptions that name rank and op.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return Communicator(std::move(impl), rank, size);
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl, int rank, int size)
+    : impl_(std::move(impl)), rank_(rank), size_(size) {}
+Communicator::~Communicator() = default;
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+
+double Communicator::wtime() const { return MPI_Wtime(); }
+
+void Communicator::barrier() { impl_->check(MPI_Barrier(impl_->comm), rank_, "MPI_Barrier"); }
+
+void Communicator::allreduce_raw(void* data, std::size_t count, DataType type, ReduceOp op) {
+  const std::size_t elem = size_of(type);
+  auto* bytes = static_cast<char*>(data);
+  const std::size_t chunk = kChunkBytes / elem;
+  for (std::size_t done = 0; done < count; done += chunk) {
+    const std::size_t n = std::min(chunk, count - done);
+    impl_->check(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem, static_cast<int>(n),
+                               to_mpi(type), to_mpi(op), impl_->comm),
+                 rank_, "MPI_Allreduce");
+  }
+  if (size_ > 1) {
+    const auto algo_bytes = static_cast<std::uint64_t>(2.0 * (size_ - 1) / size_ * count * elem);
+    traffic_.bytes_sent += algo_bytes;
+    traffic_.bytes_received += algo_bytes;
+    traffic_.messages_sent += 2 * static_cast<std::uint64_t>(size_ - 1);
+  }
+}
+
+void Communicator::allgather_raw(const void* send, void* recv, std::size_t bytes_each) {
+  impl_->check(MPI_Allgather(send, 1, impl_->element_type(bytes_each), recv, 1,
+                             impl_->element_type(bytes_each), impl_->comm),
+               rank_, "MPI_Allgather");
+  traffic_.bytes_sent += bytes_each * (size_ - 1);
+  traffic_.bytes_received += bytes_each * (size_ - 1);
+  traffic_.messages_sent += size_ - 1;
+}
+
+void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_t>& counts,
+                                  void* recv, std::size_t elem_bytes) {
+  std::vector<int> icounts(counts.size()), displs(counts.size());
+  std::size_t offset = 0, total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    icounts[r] = checked_count(counts[r], rank_, "MPI_Allgatherv");
+    displs[r] = checked_count(offset, rank_, "MPI_Allgatherv");
+    offset += counts[r];
+    total += counts[r];
+  }
+  MPI_Datatype t = impl_->element_type(elem_bytes);
+  impl_->check(MPI_Allgatherv(send, icounts[rank_], t, recv, icounts.data(), displs.data(), t,
+                              impl_->comm),
+               rank_, "MPI_Allgatherv");
+  if (size_ > 1) {
+    // Ring allgather: every block but one's own arrives; every block but the successor's leaves.
+    traffic_.bytes_received += (total - counts[rank_]) * elem_bytes;
+    traffic_.bytes_sent += (total - counts[(rank_ + 1) % size_]) * elem_bytes;
+    traffic_.messages_sent += size_ - 1;
+  }
+}
+
+void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_each) {
+  MPI_Datatype t = impl_->element_type(bytes_each);
+  impl_->check(MPI_Alltoall(send, 1, t, recv, 1, t, impl_->comm), rank_, "MPI_Alltoall");
+  traffic_.bytes_sent += bytes_each * (size_ - 1);
+  traffic_.bytes_received += bytes_each * (size_ - 1);
+  traffic_.messages_sent += size_ - 1;
+}
+
+void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> send_counts,
+                                 void* recv, std::span<const std::size_t> recv_counts,
+                                 std::size_t elem_bytes) {
+  const auto n = static_cast<std::size_t>(size_);
+  if (send_counts.size() != n || recv_counts.size() != n) {
+    throw CommError("rank " + std::to_string(rank_) + ": alltoallv: " +
+                    std::to_string(send_counts.size()) + " send counts and " +
+                    std::to_string(recv_counts.size()) + " receive counts for " +
+                    std::to_string(n) + " ranks");
+  }
+  std::vector<int> sc(n), sd(n), rc(n), rd(n);
+  std::size_t so = 0, ro = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    sc[r] = checked_count(send_counts[r], rank_, "MPI_Alltoallv");
+    sd[r] = checked_count(so, rank_, "MPI_Alltoallv");
+    rc[r] = checked_count(recv_counts[r], rank_, "MPI_Alltoallv");
+    rd[r] = checked_count(ro, rank_, "MPI_Alltoallv");
+    so += send_counts[r];
+    ro += recv_counts[r];
+    if (r != static_cast<std::size_t>(rank_)) {
+      traffic_.bytes_sent += send_counts[r] * elem_bytes;
+      traffic_.bytes_received += recv_counts[r] * elem_bytes;
+      if (send_counts[r] > 0) ++traffic_.messages_sent;
+    }
+  }
+  MPI_Datatype t = impl_->element_type(elem_bytes);
+  impl_->check(MPI_Alltoallv(send, sc.data(), sd.data(), t, recv, rc.data(), rd.data(), t,
+                             impl_->comm),
+               rank_, "MPI_Alltoallv");
+}
+
+void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int dest, void* recv,
+                                std::size_t recv_bytes, int source) {
+  const auto* s = static_cast<const char*>(send);
+  auto* r = static_cast<char*>(recv);
+  std::size_t sent = 0, received = 0;
+  // At least one exchange even for empty buffers, so that both sides pair up.
+  do {
+    const std::size_t sn = std::min(kChunkBytes, send_bytes - sent);
+    const std::size_t rn = std::min(kChunkBytes, recv_bytes - received);
+    impl_->check(MPI_Sendrecv(s + sent, static_cast<int>(sn), MPI_BYTE, dest, 0, r + received,
+                              static_cast<int>(rn), MPI_BYTE, source, 0, impl_->comm,
+                              MPI_STATUS_IGNORE),
+                 rank_, "MPI_Sendrecv");
+    sent += sn;
+    received += rn;
+  } while (sent < send_bytes || received < recv_bytes);
+  if (dest != rank_) {
+    traffic_.bytes_sent += send_bytes;
+    ++traffic_.messages_sent;
+  }
+  if (source != rank_) traffic_.bytes_received += recv_bytes;
+}
+
+void Communicator::send_raw(const void* data, std::size_t bytes, int dest) {
+  const auto* p = static_cast<const char*>(data);
+  std::size_t done = 0;
+  do {
+    const std::size_t n = std::min(kChunkBytes, bytes - done);
+    impl_->check(MPI_Send(p + done, static_cast<int>(n), MPI_BYTE, dest, 1, impl_->comm), rank_,
+                 "MPI_Send");
+    done += n;
+  } while (done < bytes);
+  traffic_.bytes_sent += bytes;
+  ++traffic_.messages_sent;
+}
+
+void Communicator::recv_raw(void* data, std::size_t bytes, int source) {
+  auto* p = static_cast<char*>(data);
+  std::size_t done = 0;
+  do {
+    const std::size_t n = std::min(kChunkBytes, bytes - done);
+    impl_->check(MPI_Recv(p + done, static_cast<int>(n), MPI_BYTE, source, 1, impl_->comm,
+                          MPI_STATUS_IGNORE),
+                 rank_, "MPI_Recv");
+    done += n;
+  } while (done < bytes);
+  traffic_.bytes_received += bytes;
+}
+
+void Communicator::broadcast_raw(void* data, std::size_t bytes, int root) {
+  auto* p = static_cast<char*>(data);
+  for (std::size_t done = 0; done < bytes; done += kChunkBytes) {
+    const std::size_t n = std::min(kChunkBytes, bytes - done);
+    impl_->check(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, impl_->comm), rank_,
+                 "MPI_Bcast");
+  }
+  if (size_ > 1) {
+    if (rank_ == root) traffic_.bytes_sent += bytes;
+    else traffic_.bytes_received += bytes;
+  }
+}
+
+void Communicator::agree(const std::optional<std::string>& local_error) {
+  const int mine = local_error ? rank_ : size_;
+  const int first = allreduce_value<std::int32_t>(mine, ReduceOp::min);
+  if (first == size_) return;
+  std::uint64_t length = rank_ == first ? local_error->size() : 0;
+  broadcast<std::uint64_t>(std::span<std::uint64_t>(&length, 1), first);
+  std::string text = rank_ == first ? *local_error : std::string(length, '\0');
+  broadcast<char>(std::span<char>(text.data(), text.size()), first);
+  throw CollectiveError("rank " + std::to_string(first) + ": " + text);
+}
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init(argc, argv);
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void MpiRuntime::abort_job(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
+
+}  // namespace atl::comm

@@ -1,0 +1,169 @@
+#include "atoll/sparse/trace.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <unistd.h>
+
+namespace atl::sparse {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'T', 'O', 'L', 'L', 'G', 'R', 'D'};
+constexpr std::uint32_t kVersion = 1;
+constexpr std::size_t kHeaderBytes = 48;
+
+std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+template <class T>
+void put(std::vector<std::uint8_t>& b, T v) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+  b.insert(b.end(), p, p + sizeof(T));
+}
+template <class T>
+T get(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+[[noreturn]] void fail(const std::filesystem::path& file, const std::string& what) {
+  throw InvalidGradient(fmt::format("trace {}: {}", file.string(), what));
+}
+
+std::vector<std::uint8_t> read_all(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file, "cannot open (" + std::string(std::strerror(errno)) + ")");
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+  return bytes;
+}
+
+TraceHeader parse_header(const std::filesystem::path& file, const std::uint8_t* p, std::size_t n) {
+  if (n < kHeaderBytes) fail(file, fmt::format("truncated: {} bytes, header needs {}", n, kHeaderBytes));
+  if (std::memcmp(p, kMagic, 8) != 0) fail(file, "not an atoll gradient trace (bad magic)");
+  const auto version = get<std::uint32_t>(p + 8);
+  if (version != kVersion) fail(file, fmt::format("unsupported version {}", version));
+  TraceHeader h;
+  h.index_bytes = get<std::uint32_t>(p + 12);
+  h.elements = get<std::uint64_t>(p + 16);
+  h.nnz = get<std::uint64_t>(p + 24);
+  h.rank = get<std::uint32_t>(p + 32);
+  h.world = get<std::uint32_t>(p + 36);
+  h.step = get<std::uint64_t>(p + 40);
+  if (h.index_bytes != 4 && h.index_bytes != 8) {
+    fail(file, fmt::format("index width {} bytes (must be 4 or 8)", h.index_bytes));
+  }
+  if (h.nnz > h.elements) fail(file, fmt::format("nnz {} exceeds M = {}", h.nnz, h.elements));
+  return h;
+}
+
+}  // namespace
+
+std::filesystem::path trace_path(const std::filesystem::path& dir, std::uint64_t step, int rank) {
+  return dir / fmt::format("step-{:06}.rank-{:05}.atg", step, rank);
+}
+
+template <class Index>
+void write_trace(const std::filesystem::path& file, const SparseGradient<Index>& grad, int rank,
+                 int world, std::uint64_t step) {
+  grad.validate();
+  std::vector<std::uint8_t> b;
+  b.reserve(kHeaderBytes + grad.nnz() * (sizeof(Index) + 4) + 8);
+  b.insert(b.end(), kMagic, kMagic + 8);
+  put<std::uint32_t>(b, kVersion);
+  put<std::uint32_t>(b, sizeof(Index));
+  put<std::uint64_t>(b, grad.elements);
+  put<std::uint64_t>(b, grad.nnz());
+  put<std::uint32_t>(b, static_cast<std::uint32_t>(rank));
+  put<std::uint32_t>(b, static_cast<std::uint32_t>(world));
+  put<std::uint64_t>(b, step);
+  const auto* ip = reinterpret_cast<const std::uint8_t*>(grad.indices.data());
+  b.insert(b.end(), ip, ip + grad.nnz() * sizeof(Index));
+  const auto* vp = reinterpret_cast<const std::uint8_t*>(grad.values.data());
+  b.insert(b.end(), vp, vp + grad.nnz() * sizeof(float));
+  put<std::uint64_t>(b, fnv1a(b.data(), b.size()));
+
+  std::filesystem::create_directories(file.parent_path().empty() ? "." : file.parent_path());
+  const auto tmp = file.string() + fmt::format(".tmp.{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    out.flush();
+    if (!out) {
+      std::filesystem::remove(tmp);
+      fail(file, "write failed");
+    }
+  }
+  std::filesystem::rename(tmp, file);
+}
+
+TraceHeader read_trace_header(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file, "cannot open (" + std::string(std::strerror(errno)) + ")");
+  std::uint8_t buf[kHeaderBytes];
+  in.read(reinterpret_cast<char*>(buf), kHeaderBytes);
+  return parse_header(file, buf, static_cast<std::size_t>(in.gcount()));
+}
+
+template <class Index>
+SparseGradient<Index> read_trace(const std::filesystem::path& file, TraceHeader* header_out) {
+  const auto bytes = read_all(file);
+  const auto h = parse_header(file, bytes.data(), bytes.size());
+  const std::uint64_t expected = kHeaderBytes + h.nnz * (h.index_bytes + 4) + 8;
+  if (bytes.size() != expected) {
+    fail(file, fmt::format("{}: {} bytes, header promises {}",
+                           bytes.size() < expected ? "truncated" : "trailing bytes", bytes.size(),
+                           expected));
+  }
+  const auto stored = get<std::uint64_t>(bytes.data() + expected - 8);
+  if (fnv1a(bytes.data(), expected - 8) != stored) fail(file, "checksum mismatch (corrupt file)");
+  if (h.elements > max_elements<Index>()) {
+    fail(file, fmt::format("M = {} does not fit {}-bit indices", h.elements, 8 * sizeof(Index)));
+  }
+  SparseGradient<Index> g;
+  g.elements = h.elements;
+  g.indices.resize(h.nnz);
+  g.values.resize(h.nnz);
+  const std::uint8_t* p = bytes.data() + kHeaderBytes;
+  for (std::uint64_t k = 0; k < h.nnz; ++k) {
+    g.indices[k] = h.index_bytes == 4 ? static_cast<Index>(get<std::uint32_t>(p + 4 * k))
+                                      : static_cast<Index>(get<std::uint64_t>(p + 8 * k));
+  }
+  std::memcpy(g.values.data(), p + h.nnz * h.index_bytes, h.nnz * sizeof(float));
+  if (auto problem = g.check()) fail(file, *problem);
+  if (header_out) *header_out = h;
+  return g;
+}
+
+std::vector<std::uint64_t> trace_steps(const std::filesystem::path& dir, int rank) {
+  if (!std::filesystem::is_directory(dir)) {
+    throw InvalidGradient(fmt::format("trace directory {} does not exist", dir.string()));
+  }
+  const std::regex pattern(fmt::format(R"(step-(\d+)\.rank-0*{}\.atg)", rank));
+  std::vector<std::uint64_t> steps;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::smatch m;
+    const auto name = entry.path().filename().string();
+    if (std::regex_match(name, m, pattern)) steps.push_back(std::stoull(m[1].str()));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+template void write_trace(const std::filesystem::path&, const SparseGradient<std::uint32_t>&, int,
+                          int, std::uint64_t);
+template void write_trace(const std::filesystem::path&, const SparseGradient<std::uint64_t>&, int,
+                          int, std::uint64_t);
+template SparseGradient<std::uint32_t> read_trace(const std::filesystem::path&, TraceHeader*);
+template SparseGradient<std::uint64_t> read_trace(const std::filesystem::path&, TraceHeader*);
+
+}  // namespace atl::sparse

@@ -1,0 +1,39 @@
+// AGsparse: allgather every worker's COO, then every worker sums all n contributions into a dense
+// tensor (as Horovod/PyTorch do with index_add_).
+// Cost: every rank receives Σ_{j≠i} nnz_j · (sizeof(Index) + 4) bytes ≈ (n-1)·d·M·8: linear in n.
+#include "common.h"
+#include "schemes.h"
+
+namespace atl::sync {
+namespace {
+
+class AgsparseScheme final : public SchemeBase<AgsparseScheme> {
+ public:
+  std::string_view name() const override { return "agsparse"; }
+
+  template <class Index>
+  SyncResult<Index> run(Communicator& comm, const SparseGradient<Index>& grad) {
+    SyncResult<Index> out;
+    out.dense_form = true;
+    std::vector<Entry<Index>> all;
+    {
+      PhaseScope phase(comm, out.stats, "allgather");
+      const auto mine = to_entries<Index>(grad.indices, grad.values);
+      all = comm.allgatherv<Entry<Index>>(mine, nullptr);
+    }
+    {
+      PhaseScope phase(comm, out.stats, "sum");
+      out.dense.assign(grad.elements, 0.0f);
+      for (const auto& e : all) out.dense[e.index] += e.value;
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<SyncScheme> make_agsparse(const SchemeOptions&) {
+  return std::make_unique<AgsparseScheme>();
+}
+
+}  // namespace atl::sync

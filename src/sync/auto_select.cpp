@@ -1,0 +1,176 @@
+// `auto`: picks a scheme per call from measured characteristics with the alpha-beta cost model
+// (cost_model.h: Zen's Eq. 1 and Eq. 2 plus latency and the baselines' models).
+// - Network: α and b measured once by a ping-pong of 8 B and 1 MiB between rank pairs (r XOR 1),
+//   all pairs at once, slowest pair taken (simulated network under SMPI).
+// - Sparsity: each call, every rank samples its indices by a hash shared by all ranks (an index is
+//   sampled on every rank or on none), so unions of samples estimate unions of index sets without
+//   bias: γ_{2^i} over the aligned groups recursive doubling forms, γ_n, the skew of the aggregate
+//   over contiguous ranges, and the same for OmniReduce's non-zero blocks. About 2k samples per
+//   rank travel in one allgatherv.
+#include <cmath>
+#include <unordered_set>
+
+#include "atoll/cost/cost_model.h"
+#include "atoll/sync/zen_partition.h"
+#include "common.h"
+#include "schemes.h"
+
+namespace atl::sync {
+namespace {
+
+constexpr std::uint64_t kSampleSeed = 0xa070'5e1ec7ull;
+constexpr double kSamplesPerRank = 2048;
+
+class AutoScheme final : public SchemeBase<AutoScheme> {
+ public:
+  explicit AutoScheme(const SchemeOptions& o) : options_(o) {}
+  std::string_view name() const override { return "auto"; }
+
+  template <class Index>
+  SyncResult<Index> run(Communicator& comm, const SparseGradient<Index>& grad) {
+    SyncStats profile_stats;
+    std::string chosen;
+    std::string reason;
+    {
+      PhaseScope phase(comm, profile_stats, "profile");
+      if (!network_) network_ = measure_network(comm);
+      const auto profile = measure_profile<Index>(comm, grad);
+      const auto ranked = cost::rank_schemes(profile, *network_);
+      chosen = ranked.front().scheme;
+      reason = fmt_reason(profile, ranked);
+    }
+    auto& scheme = instance(chosen);
+    auto out = scheme.synchronize(comm, grad);
+    out.stats.phases.insert(out.stats.phases.begin(), profile_stats.phases.begin(),
+                            profile_stats.phases.end());
+    out.stats.chosen = chosen;
+    out.stats.reason = reason;
+    return out;
+  }
+
+ private:
+  cost::Network measure_network(Communicator& comm) {
+    cost::Network net;
+    const int partner = comm.rank() ^ 1;
+    const bool paired = partner < comm.size();
+    auto time_exchange = [&](std::size_t bytes) {
+      std::vector<std::uint8_t> send(bytes, 1), recv(bytes);
+      double best = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        comm.barrier();
+        const double t0 = comm.wtime();
+        if (paired) comm.sendrecv<std::uint8_t>(send, partner, recv, partner);
+        best = std::min(best, comm.wtime() - t0);
+      }
+      return comm.allreduce_value<double>(paired ? best : 0.0, comm::ReduceOp::max);
+    };
+    if (comm.size() < 2) return net;
+    const double small = time_exchange(8);
+    const std::size_t big_bytes = std::size_t{1} << 20;
+    const double big = time_exchange(big_bytes);
+    net.latency_s = std::max(small, 1e-9);
+    net.bandwidth_bytes_per_s = big_bytes / std::max(big - small, 1e-9);
+    return net;
+  }
+
+  template <class Index>
+  cost::SparsityProfile measure_profile(Communicator& comm, const SparseGradient<Index>& grad) {
+    const int n = comm.size();
+    const std::uint64_t M = grad.elements;
+    const std::uint64_t B = options_.omnireduce_block_elements;
+    cost::SparsityProfile p;
+    p.ranks = n;
+    p.elements = M;
+    p.index_bytes = sizeof(Index);
+    p.block_elements = B;
+    // Local non-zero blocks (indices are sorted).
+    std::vector<std::uint64_t> blocks;
+    for (auto x : grad.indices) {
+      const std::uint64_t b = x / B;
+      if (blocks.empty() || blocks.back() != b) blocks.push_back(b);
+    }
+    // One collective for the sizes, one for the samples.
+    std::vector<double> sums{static_cast<double>(grad.nnz()), static_cast<double>(blocks.size())};
+    comm.allreduce<double>(sums, comm::ReduceOp::sum);
+    const double mean_nnz = sums[0] / n, mean_blocks = sums[1] / n;
+    p.density = mean_nnz / static_cast<double>(M);
+    const std::uint64_t total_blocks = (M + B - 1) / B;
+    p.block_density = mean_blocks / static_cast<double>(total_blocks);
+    const double idx_rate = std::min(1.0, kSamplesPerRank / std::max(mean_nnz, 1.0));
+    const double blk_rate = std::min(1.0, kSamplesPerRank / std::max(mean_blocks, 1.0));
+    auto sampled = [](std::uint64_t x, double rate) {
+      return static_cast<double>(zen_hash(x, kSampleSeed) >> 11) * 0x1.0p-53 < rate;
+    };
+    std::vector<std::uint64_t> mine{0};
+    for (auto x : grad.indices)
+      if (sampled(x, idx_rate)) mine.push_back(x);
+    mine[0] = mine.size() - 1;
+    for (auto b : blocks)
+      if (sampled(b, blk_rate)) mine.push_back(b);
+    std::vector<std::size_t> counts;
+    const auto all = comm.allgatherv<std::uint64_t>(mine, &counts);
+    // Split each rank's message into its index sample and block sample.
+    std::vector<std::span<const std::uint64_t>> idx_s(n), blk_s(n);
+    std::size_t at = 0;
+    double idx_total = 0, blk_total = 0;
+    for (int r = 0; r < n; ++r) {
+      const auto k = static_cast<std::size_t>(all[at]);
+      idx_s[r] = std::span(all).subspan(at + 1, k);
+      blk_s[r] = std::span(all).subspan(at + 1 + k, counts[r] - 1 - k);
+      idx_total += static_cast<double>(k);
+      blk_total += static_cast<double>(counts[r] - 1 - k);
+      at += counts[r];
+    }
+    auto union_size = [](const std::vector<std::span<const std::uint64_t>>& s, int first, int count,
+                         std::unordered_set<std::uint64_t>* keep) {
+      std::unordered_set<std::uint64_t> u;
+      for (int r = first; r < first + count; ++r) u.insert(s[r].begin(), s[r].end());
+      const double size = static_cast<double>(u.size());
+      if (keep) *keep = std::move(u);
+      return size;
+    };
+    const double idx_mean = std::max(idx_total / n, 1e-9);
+    for (int g = 1; g <= n; g *= 2) {
+      double sum = 0;
+      int groups = 0;
+      for (int first = 0; first + g <= n; first += g, ++groups)
+        sum += union_size(idx_s, first, g, nullptr);
+      p.gamma_pow2.push_back(groups ? sum / groups / idx_mean : 1.0);
+    }
+    std::unordered_set<std::uint64_t> agg;
+    p.gamma_n = union_size(idx_s, 0, n, &agg) / idx_mean;
+    std::vector<double> per_range(n, 0);
+    for (auto x : agg) per_range[std::min<std::uint64_t>(n - 1, x * n / M)] += 1;
+    const double max_range = *std::max_element(per_range.begin(), per_range.end());
+    p.skew = agg.empty() ? 1.0 : max_range * n / static_cast<double>(agg.size());
+    p.block_gamma_n = union_size(blk_s, 0, n, nullptr) / std::max(blk_total / n, 1e-9);
+    return p;
+  }
+
+  static std::string fmt_reason(const cost::SparsityProfile& p,
+                                const std::vector<cost::Estimate>& ranked) {
+    std::string s = "model: d=" + std::to_string(p.density) + " gamma_n=" +
+                    std::to_string(p.gamma_n) + " skew=" + std::to_string(p.skew) + ";";
+    for (const auto& e : ranked) s += " " + e.scheme + "=" + std::to_string(e.time_s * 1e3) + "ms";
+    return s;
+  }
+
+  SyncScheme& instance(const std::string& name) {
+    for (auto& s : schemes_)
+      if (s->name() == name) return *s;
+    schemes_.push_back(make_scheme(name, options_));
+    return *schemes_.back();
+  }
+
+  SchemeOptions options_;
+  std::optional<cost::Network> network_;
+  std::vector<std::unique_ptr<SyncScheme>> schemes_;
+};
+
+}  // namespace
+
+std::unique_ptr<SyncScheme> make_auto(const SchemeOptions& o) {
+  return std::make_unique<AutoScheme>(o);
+}
+
+}  // namespace atl::sync

@@ -1,0 +1,114 @@
+#include "atoll/sync/scheme.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <stdexcept>
+
+#include "schemes.h"
+
+namespace atl::sync {
+
+double SyncStats::time_s() const {
+  double t = 0;
+  for (const auto& p : phases) t += p.time_s;
+  return t;
+}
+std::uint64_t SyncStats::bytes_sent() const {
+  std::uint64_t b = 0;
+  for (const auto& p : phases) b += p.bytes_sent;
+  return b;
+}
+std::uint64_t SyncStats::bytes_received() const {
+  std::uint64_t b = 0;
+  for (const auto& p : phases) b += p.bytes_received;
+  return b;
+}
+
+template <class Index>
+std::vector<float> SyncResult<Index>::to_dense() const {
+  return dense_form ? dense : sparse.to_dense();
+}
+
+namespace {
+// FNV-1a over the bytes of (index, value) for every non-zero entry in index order.
+struct Fnv1a {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  void add(std::uint64_t x) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (x >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  }
+  void add_entry(std::uint64_t index, float value) {
+    add(index);
+    add(std::bit_cast<std::uint32_t>(value));
+  }
+};
+}  // namespace
+
+template <class Index>
+std::uint64_t SyncResult<Index>::checksum() const {
+  Fnv1a f;
+  if (dense_form) {
+    for (std::size_t i = 0; i < dense.size(); ++i)
+      if (dense[i] != 0.0f) f.add_entry(i, dense[i]);
+  } else {
+    for (std::size_t i = 0; i < sparse.indices.size(); ++i)
+      if (sparse.values[i] != 0.0f) f.add_entry(sparse.indices[i], sparse.values[i]);
+  }
+  return f.h;
+}
+
+template struct SyncResult<std::uint32_t>;
+template struct SyncResult<std::uint64_t>;
+
+void check_input(Communicator& comm, const std::optional<std::string>& local_problem,
+                 std::uint64_t elements) {
+  std::optional<std::string> problem = local_problem;
+  if (!problem && elements == 0) problem = "element count M must be positive";
+  comm.agree(problem);
+  const auto lo = comm.allreduce_value<std::uint64_t>(elements, comm::ReduceOp::min);
+  const auto hi = comm.allreduce_value<std::uint64_t>(elements, comm::ReduceOp::max);
+  if (lo != hi) {
+    throw comm::CollectiveError(fmt::format(
+        "element count M differs across ranks (min {}, max {}; this rank has {})", lo, hi,
+        elements));
+  }
+}
+
+PhaseScope::PhaseScope(Communicator& comm, SyncStats& stats, std::string name)
+    : comm_(comm),
+      stats_(stats),
+      name_(std::move(name)),
+      start_s_(comm.wtime()),
+      start_(comm.traffic()) {}
+
+PhaseScope::~PhaseScope() {
+  const auto& now = comm_.traffic();
+  stats_.phases.push_back(PhaseStats{name_, comm_.wtime() - start_s_,
+                                     now.bytes_sent - start_.bytes_sent,
+                                     now.bytes_received - start_.bytes_received});
+}
+
+const std::vector<std::string>& scheme_names() {
+  static const std::vector<std::string> names{"allreduce",  "agsparse",  "sparcml", "omnireduce",
+                                              "sparse_ps",  "zen_coo",   "zen",     "auto"};
+  return names;
+}
+
+std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptions& options) {
+  if (name == "allreduce") return make_allreduce(options);
+  if (name == "agsparse") return make_agsparse(options);
+  if (name == "sparcml") return make_sparcml(options);
+  if (name == "omnireduce") return make_omnireduce(options);
+  if (name == "sparse_ps") return make_sparse_ps(options);
+  if (name == "zen_coo") return make_zen_coo(options);
+  if (name == "zen") return make_zen(options);
+  if (name == "auto") return make_auto(options);
+  std::string valid;
+  for (const auto& n : scheme_names()) valid += (valid.empty() ? "" : ", ") + n;
+  throw std::invalid_argument(fmt::format("unknown scheme '{}' (valid: {})", name, valid));
+}
+
+}  // namespace atl::sync
