@@ -131,13 +131,13 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   bool all_ok = true;
   for (const auto& name : names) {
     auto scheme = sync::make_scheme(name);
-    for (int w = 0; w < o.warmup; ++w) scheme->synchronize(comm, grad);
-    std::vector<double> times;
     sync::SyncResult<Index> last;
+    for (int w = 0; w < o.warmup; ++w) scheme->synchronize(comm, grad, last);
+    std::vector<double> times;
     for (int rep = 0; rep < o.repeat; ++rep) {
       comm.barrier();
       const double t0 = comm.wtime();
-      last = scheme->synchronize(comm, grad);
+      scheme->synchronize(comm, grad, last);
       const double dt = comm.wtime() - t0;
       times.push_back(comm.allreduce_value<double>(dt, ReduceOp::max));
     }

@@ -13,6 +13,7 @@
 #include "atoll/cli/commands.h"
 #include "atoll/comm/communicator.h"
 #include "atoll/sync/scheme.h"
+#include "atoll/util/allocator.h"
 
 namespace {
 
@@ -28,6 +29,7 @@ void add_generator_flags(CLI::App* cmd, atl::sparse::GeneratorOptions& g, std::s
 }  // namespace
 
 int main(int argc, char** argv) {
+  atl::util::keep_freed_memory();  // see allocator.h
   CLI::App app{"atoll: communication-efficient distributed training"};
   app.require_subcommand(1);
 

@@ -12,8 +12,7 @@ class AgsparseScheme final : public SchemeBase<AgsparseScheme> {
   std::string_view name() const override { return "agsparse"; }
 
   template <class Index>
-  SyncResult<Index> run(Communicator& comm, const SparseGradient<Index>& grad) {
-    SyncResult<Index> out;
+  void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
     out.dense_form = true;
     std::vector<Entry<Index>> all;
     {
@@ -26,7 +25,6 @@ class AgsparseScheme final : public SchemeBase<AgsparseScheme> {
       out.dense.assign(grad.elements, 0.0f);
       for (const auto& e : all) out.dense[e.index] += e.value;
     }
-    return out;
   }
 };
 

@@ -11,8 +11,7 @@ class AllreduceScheme final : public SchemeBase<AllreduceScheme> {
   std::string_view name() const override { return "allreduce"; }
 
   template <class Index>
-  SyncResult<Index> run(Communicator& comm, const SparseGradient<Index>& grad) {
-    SyncResult<Index> out;
+  void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
     out.dense_form = true;
     {
       PhaseScope phase(comm, out.stats, "densify");
@@ -23,7 +22,6 @@ class AllreduceScheme final : public SchemeBase<AllreduceScheme> {
       PhaseScope phase(comm, out.stats, "allreduce");
       comm.allreduce(std::span<float>(out.dense), comm::ReduceOp::sum);
     }
-    return out;
   }
 };
 

@@ -27,7 +27,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
   std::string_view name() const override { return "auto"; }
 
   template <class Index>
-  SyncResult<Index> run(Communicator& comm, const SparseGradient<Index>& grad) {
+  void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
     SyncStats profile_stats;
     std::string chosen;
     std::string reason;
@@ -40,12 +40,11 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
       reason = fmt_reason(profile, ranked);
     }
     auto& scheme = instance(chosen);
-    auto out = scheme.synchronize(comm, grad);
+    scheme.synchronize(comm, grad, out);
     out.stats.phases.insert(out.stats.phases.begin(), profile_stats.phases.begin(),
                             profile_stats.phases.end());
     out.stats.chosen = chosen;
     out.stats.reason = reason;
-    return out;
   }
 
  private:

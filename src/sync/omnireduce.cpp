@@ -18,8 +18,7 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
   std::string_view name() const override { return "omnireduce"; }
 
   template <class Index>
-  SyncResult<Index> run(Communicator& comm, const SparseGradient<Index>& grad) {
-    SyncResult<Index> out;
+  void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
     const auto n = static_cast<std::uint32_t>(comm.size());
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     const std::uint64_t M = grad.elements, B = block_;
@@ -106,7 +105,6 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
                     len * sizeof(float));
       }
     }
-    return out;
   }
 
  private:

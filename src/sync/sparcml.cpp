@@ -87,8 +87,7 @@ class SparcmlScheme final : public SchemeBase<SparcmlScheme> {
   std::string_view name() const override { return "sparcml"; }
 
   template <class Index>
-  SyncResult<Index> run(Communicator& comm, const SparseGradient<Index>& grad) {
-    SyncResult<Index> out;
+  void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
     const int n = comm.size(), rank = comm.rank();
     const int p = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
     Accumulator<Index> acc{false, grad.indices, grad.values};
@@ -141,7 +140,6 @@ class SparcmlScheme final : public SchemeBase<SparcmlScheme> {
       out.sparse.indices = std::move(acc.idx);
       out.sparse.values = std::move(acc.val);
     }
-    return out;
   }
 
  private:

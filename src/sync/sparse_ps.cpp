@@ -13,8 +13,7 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
   std::string_view name() const override { return "sparse_ps"; }
 
   template <class Index>
-  SyncResult<Index> run(Communicator& comm, const SparseGradient<Index>& grad) {
-    SyncResult<Index> out;
+  void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
     const auto n = static_cast<std::uint32_t>(comm.size());
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     const std::uint64_t M = grad.elements;
@@ -61,6 +60,7 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
       PhaseScope phase(comm, out.stats, "pull");
       const auto all = comm.allgatherv<Entry<Index>>(summed, nullptr);
       // Ranges are in rank order, so the concatenation is sorted.
+      out.dense_form = false;
       out.sparse.elements = M;
       out.sparse.indices.resize(all.size());
       out.sparse.values.resize(all.size());
@@ -69,7 +69,6 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
         out.sparse.values[k] = all[k].value;
       }
     }
-    return out;
   }
 };
 

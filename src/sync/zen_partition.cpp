@@ -68,21 +68,21 @@ BitmapBlock bitmap_encode(std::span<const float> slot_values) {
   BitmapBlock block;
   const std::size_t n = slot_values.size();
   block.bitmap.assign((n + 7) / 8, 0);
-  std::size_t set = 0;
-  for (std::size_t p = 0; p < n; ++p) set += slot_values[p] != 0.0f;
-  block.values.resize(set);
+  block.values.resize(n);  // shrunk below; branch-free writes need room for every slot
   std::size_t k = 0;
   for (std::size_t base = 0; base < n; base += 64) {
     const std::size_t end = std::min(n, base + 64);
     std::uint64_t word = 0;
     for (std::size_t p = base; p < end; ++p) {
-      if (slot_values[p] != 0.0f) {
-        word |= std::uint64_t{1} << (p - base);
-        block.values[k++] = slot_values[p];
-      }
+      const float v = slot_values[p];
+      const bool nz = v != 0.0f;
+      word |= static_cast<std::uint64_t>(nz) << (p - base);
+      block.values[k] = v;
+      k += nz;
     }
     std::memcpy(block.bitmap.data() + base / 8, &word, (end - base + 7) / 8);
   }
+  block.values.resize(k);
   return block;
 }
 

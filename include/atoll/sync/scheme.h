@@ -61,10 +61,12 @@ class SyncScheme {
  public:
   virtual ~SyncScheme() = default;
   virtual std::string_view name() const = 0;
-  virtual SyncResult<std::uint32_t> synchronize(Communicator& comm,
-                                                const SparseGradient<std::uint32_t>& grad) = 0;
-  virtual SyncResult<std::uint64_t> synchronize(Communicator& comm,
-                                                const SparseGradient<std::uint64_t>& grad) = 0;
+  // `out` is overwritten; passing the same object every step lets its buffers be reused (a trainer
+  // keeps its gradient buffers; so do the benchmarks, so no scheme pays page faults per call).
+  virtual void synchronize(Communicator& comm, const SparseGradient<std::uint32_t>& grad,
+                           SyncResult<std::uint32_t>& out) = 0;
+  virtual void synchronize(Communicator& comm, const SparseGradient<std::uint64_t>& grad,
+                           SyncResult<std::uint64_t>& out) = 0;
 };
 
 // Options shared by the schemes; each reads the fields that concern it.
@@ -88,19 +90,23 @@ std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptio
 void check_input(Communicator& comm, const std::optional<std::string>& local_problem,
                  std::uint64_t elements);
 
-// CRTP adapter: a scheme implements `template <class Index> SyncResult<Index> run(comm, grad)`.
+// CRTP adapter: a scheme implements
+// `template <class Index> void run(Communicator&, const SparseGradient<Index>&, SyncResult<Index>&)`
+// and finds `out` with its stats cleared.
 template <class Derived>
 class SchemeBase : public SyncScheme {
  public:
-  SyncResult<std::uint32_t> synchronize(Communicator& c,
-                                        const SparseGradient<std::uint32_t>& g) override {
+  void synchronize(Communicator& c, const SparseGradient<std::uint32_t>& g,
+                   SyncResult<std::uint32_t>& out) override {
     check_input(c, g.check(), g.elements);
-    return static_cast<Derived*>(this)->template run<std::uint32_t>(c, g);
+    out.stats = {};
+    static_cast<Derived*>(this)->template run<std::uint32_t>(c, g, out);
   }
-  SyncResult<std::uint64_t> synchronize(Communicator& c,
-                                        const SparseGradient<std::uint64_t>& g) override {
+  void synchronize(Communicator& c, const SparseGradient<std::uint64_t>& g,
+                   SyncResult<std::uint64_t>& out) override {
     check_input(c, g.check(), g.elements);
-    return static_cast<Derived*>(this)->template run<std::uint64_t>(c, g);
+    out.stats = {};
+    static_cast<Derived*>(this)->template run<std::uint64_t>(c, g, out);
   }
 };
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Bad input ends with a clear error on every rank, never a hang or a crash.
+# usage: bad_input.sh ATOLL_BINARY MAKE_TEST_TRACES_BINARY
+set -uo pipefail
+atoll=$1 make_traces=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$make_traces" "$tmp" || exit 1
+failures=0
+
+# expect_error NAME PATTERN ARGS...: 2 ranks; nonzero exit within 60 s; every rank prints PATTERN.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  local out rc
+  out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" "$@" 2>&1)
+  rc=$?
+  if [ $rc -eq 124 ]; then
+    echo "FAIL $name: hung (killed after 60 s)"; failures=$((failures + 1)); return
+  fi
+  if [ $rc -eq 0 ]; then
+    echo "FAIL $name: exit status 0"; echo "$out"; failures=$((failures + 1)); return
+  fi
+  for rank in 0 1; do
+    if ! grep -E "rank $rank" <<<"$out" | grep -qE "$pattern"; then
+      echo "FAIL $name: rank $rank did not report /$pattern/"; echo "$out"
+      failures=$((failures + 1)); return
+    fi
+  done
+  if grep -qiE "segmentation|core dumped|terminate called" <<<"$out"; then
+    echo "FAIL $name: crashed"; echo "$out"; failures=$((failures + 1)); return
+  fi
+  echo "ok   $name"
+}
+
+expect_error density-2 "density must be in \[0, 1\]" bench sync --density 2
+expect_error elements-0 "elements must be positive" bench sync --elements 0
+expect_error unknown-scheme "unknown scheme 'nope'" bench sync --schemes zen,nope
+expect_error index-oob "out of range: must be < M = 1000" bench sync --trace "$tmp/index_oob"
+expect_error m-differ "disagree on M" bench sync --trace "$tmp/m_differ"
+expect_error truncated "truncated" bench sync --trace "$tmp/truncated"
+expect_error missing-trace "no trace of rank|does not exist" bench sync --trace "$tmp/none"
+
+# And the good traces run and verify.
+if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/good" --verify \
+    --repeat 1 >"$tmp/good.out" 2>&1; then
+  echo "ok   good-trace"
+else
+  echo "FAIL good-trace"; cat "$tmp/good.out"; failures=$((failures + 1))
+fi
+exit $((failures > 0))

@@ -1,0 +1,203 @@
+// The golden test: every scheme against the dense reference, run by mpirun at world sizes 1..8
+// and by smpirun at 16 ranks. Each rank regenerates every rank's gradient (deterministic in
+// (seed, rank)) and sums them in double: the reference does not depend on any scheme or on MPI.
+// EXPECT only (no ASSERT) inside collectives: a failure on one rank must not make it skip a
+// collective its peers enter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "atoll/comm/communicator.h"
+#include "atoll/sparse/generator.h"
+#include "atoll/sync/scheme.h"
+
+namespace {
+
+using namespace atl;
+using comm::Communicator;
+using sparse::SparseGradient;
+
+Communicator* g_comm = nullptr;
+
+// A case: how rank r's gradient is made for M elements.
+template <class Index>
+using Maker = std::function<SparseGradient<Index>(int rank, int world)>;
+
+template <class Index>
+void expect_exact_sum(const std::string& scheme_name, const std::string& label,
+                      const Maker<Index>& make, bool exact) {
+  Communicator& comm = *g_comm;
+  const int n = comm.size();
+  std::vector<SparseGradient<Index>> all;
+  for (int r = 0; r < n; ++r) all.push_back(make(r, n));
+  const std::uint64_t M = all[0].elements;
+  std::vector<double> ref(M, 0.0), mag(M, 0.0);
+  for (const auto& g : all)
+    for (std::size_t k = 0; k < g.nnz(); ++k) {
+      ref[g.indices[k]] += g.values[k];
+      mag[g.indices[k]] += std::fabs(g.values[k]);
+    }
+  auto scheme = sync::make_scheme(scheme_name);
+  sync::SyncResult<Index> out;
+  // Twice: the second call reuses `out` and the scheme's cached state.
+  for (int call = 0; call < 2; ++call) {
+    scheme->synchronize(comm, all[comm.rank()], out);
+    if (!out.dense_form) {
+      EXPECT_FALSE(out.sparse.check().has_value())
+          << scheme_name << "/" << label << ": result violates COO invariants: "
+          << out.sparse.check().value_or("");
+    }
+    const auto got = out.to_dense();
+    ASSERT_EQ(got.size(), M);
+    std::size_t bad = 0;
+    for (std::uint64_t i = 0; i < M; ++i) {
+      const double tol = exact ? 0.0 : 4.0 * n * 1.2e-7 * mag[i];
+      if (std::fabs(got[i] - ref[i]) > tol) {
+        if (bad++ < 3) {
+          ADD_FAILURE() << scheme_name << "/" << label << " n=" << n << " rank " << comm.rank()
+                        << ": element " << i << " = " << got[i] << ", expected " << ref[i];
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0u) << scheme_name << "/" << label;
+    const auto sums = comm.allgather<std::uint64_t>(out.checksum());
+    for (int r = 1; r < n; ++r) {
+      EXPECT_EQ(sums[r], sums[0]) << scheme_name << "/" << label << ": rank " << r
+                                  << " holds a different result from rank 0";
+    }
+  }
+}
+
+template <class Index>
+Maker<Index> zipf_case(std::uint64_t M, double density, sparse::ValueKind values,
+                       std::uint64_t seed) {
+  return [=](int r, int) {
+    sparse::GeneratorOptions o{M, density, 1.1, seed, values};
+    return sparse::generate_gradient<Index>(o, r);
+  };
+}
+
+template <class Index>
+Maker<Index> fixed_case(std::uint64_t M, std::function<std::vector<Index>(int, int)> indices) {
+  return [=](int r, int n) {
+    SparseGradient<Index> g;
+    g.elements = M;
+    g.indices = indices(r, n);
+    for (std::size_t k = 0; k < g.indices.size(); ++k) g.values.push_back(float(r + 1 + k % 3));
+    return g;
+  };
+}
+
+template <class Index>
+void run_all_cases(const std::string& scheme) {
+  using sparse::ValueKind;
+  const std::uint64_t M = 10007;  // prime: never divisible by the world size
+  for (double d : {0.0001, 0.001, 0.01, 0.05, 0.3, 1.0}) {
+    expect_exact_sum<Index>(scheme, "zipf-int d=" + std::to_string(d),
+                            zipf_case<Index>(M, d, ValueKind::integer, 11), true);
+  }
+  for (double d : {0.01, 0.3}) {
+    expect_exact_sum<Index>(scheme, "zipf-float d=" + std::to_string(d),
+                            zipf_case<Index>(M, d, ValueKind::normal, 12), false);
+  }
+  expect_exact_sum<Index>(scheme, "uniform M=65536",
+                          [](int r, int) {
+                            sparse::GeneratorOptions o{65536, 0.02, 0.0, 5, ValueKind::integer};
+                            return sparse::generate_gradient<Index>(o, r);
+                          },
+                          true);
+  expect_exact_sum<Index>(scheme, "all empty", fixed_case<Index>(M, [](int, int) {
+                            return std::vector<Index>{};
+                          }), true);
+  expect_exact_sum<Index>(scheme, "odd ranks empty", [=](int r, int n) {
+    sparse::GeneratorOptions o{M, 0.02, 1.1, 3, ValueKind::integer};
+    auto g = sparse::generate_gradient<Index>(o, r);
+    if (r % 2) g.indices.clear(), g.values.clear();
+    return g;
+  }, true);
+  expect_exact_sum<Index>(scheme, "all ranks on index M-1", fixed_case<Index>(M, [=](int, int) {
+                            return std::vector<Index>{static_cast<Index>(M - 1)};
+                          }), true);
+  expect_exact_sum<Index>(scheme, "all ranks on index 0", fixed_case<Index>(M, [](int, int) {
+                            return std::vector<Index>{0};
+                          }), true);
+  expect_exact_sum<Index>(scheme, "0 and M-1", fixed_case<Index>(M, [=](int r, int) {
+                            return r % 2 ? std::vector<Index>{0, static_cast<Index>(M - 1)}
+                                         : std::vector<Index>{static_cast<Index>(M - 1)};
+                          }), true);
+  expect_exact_sum<Index>(scheme, "M=1", fixed_case<Index>(1, [](int r, int) {
+                            return r % 3 == 1 ? std::vector<Index>{} : std::vector<Index>{0};
+                          }), true);
+  expect_exact_sum<Index>(scheme, "cancellation", [=](int r, int n) {
+    // Pairs of ranks cancel on index 5: sums of exactly zero must not leave garbage.
+    SparseGradient<Index> g;
+    g.elements = M;
+    g.indices = {5, 7};
+    const float s = (r % 2 == 0 && r + 1 < n) ? 1.0f : (r % 2 == 1 ? -1.0f : 2.0f);
+    g.values = {s, 1.0f};
+    return g;
+  }, true);
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, Index32MatchesDenseReference) { run_all_cases<std::uint32_t>(GetParam()); }
+TEST_P(GoldenTest, Index64MatchesDenseReference) { run_all_cases<std::uint64_t>(GetParam()); }
+
+TEST_P(GoldenTest, IndexOutOfRangeOnOneRankFailsOnEveryRank) {
+  Communicator& comm = *g_comm;
+  SparseGradient<std::uint32_t> g;
+  g.elements = 100;
+  g.indices = {1, 2};
+  g.values = {1, 1};
+  if (comm.rank() == comm.size() - 1) g.indices[1] = 100;
+  auto scheme = sync::make_scheme(GetParam());
+  sync::SyncResult<std::uint32_t> out;
+  try {
+    scheme->synchronize(comm, g, out);
+    ADD_FAILURE() << "no error on rank " << comm.rank();
+  } catch (const comm::CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
+TEST_P(GoldenTest, ElementCountMismatchFailsOnEveryRank) {
+  Communicator& comm = *g_comm;
+  if (comm.size() == 1) GTEST_SKIP() << "needs two ranks";
+  SparseGradient<std::uint32_t> g;
+  g.elements = comm.rank() == 0 ? 100 : 101;
+  auto scheme = sync::make_scheme(GetParam());
+  sync::SyncResult<std::uint32_t> out;
+  EXPECT_THROW(scheme->synchronize(comm, g, out), comm::CollectiveError);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSchemes, GoldenTest, ::testing::ValuesIn(sync::scheme_names()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  comm::MpiRuntime runtime(&argc, &argv);
+  auto comm = Communicator::world();
+  g_comm = &comm;
+  if (comm.rank() != 0) {
+    // Only rank 0 prints progress; every rank still reports its own failures.
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    struct FailurePrinter : ::testing::EmptyTestEventListener {
+      int rank;
+      explicit FailurePrinter(int r) : rank(r) {}
+      void OnTestPartResult(const ::testing::TestPartResult& r) override {
+        if (r.failed()) std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name(),
+                                     r.line_number(), r.summary());
+      }
+    };
+    listeners.Append(new FailurePrinter(comm.rank()));
+  }
+  const int failed = RUN_ALL_TESTS();
+  // Every rank must agree on the outcome so mpirun's exit status reflects any rank's failure.
+  const int any = comm.allreduce_value<std::int32_t>(failed, comm::ReduceOp::max);
+  return any;
+}
