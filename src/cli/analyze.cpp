@@ -24,7 +24,8 @@ int analyze(comm::Communicator& comm, const AnalyzeOptions& o) {
         if (steps.empty()) throw UsageError("no trace files of rank 0 in " + o.trace_dir);
         step = o.trace_step >= 0 ? static_cast<std::uint64_t>(o.trace_step) : steps.front();
         sparse::TraceHeader h;
-        workers.push_back(sparse::read_trace<std::uint64_t>(sparse::trace_path(o.trace_dir, step, 0), &h));
+        workers.push_back(
+            sparse::read_trace<std::uint64_t>(sparse::trace_path(o.trace_dir, step, 0), &h));
         for (std::uint32_t r = 1; r < h.world; ++r) {
           workers.push_back(sparse::read_trace<std::uint64_t>(
               sparse::trace_path(o.trace_dir, step, static_cast<int>(r))));
@@ -62,16 +63,18 @@ int analyze(comm::Communicator& comm, const AnalyzeOptions& o) {
                              o.trace_dir.empty() ? "" : fmt::format(" (step {})", step));
     std::cout << fmt::format("workers         {}\nelements (M)    {}\n", c.workers, c.elements);
     std::cout << fmt::format("density         {:.4f}%\n", 100 * c.density);
-    std::cout << fmt::format("overlap         {:.4f}  (mean over pairs of |I_a ∩ I_b| / min)\n", c.overlap);
+    std::cout << fmt::format("overlap         {:.4f}  (mean over pairs of |I_a ∩ I_b| / min)\n",
+                             c.overlap);
     std::cout << fmt::format("densification   {:.3f}  (γ_n, n = {})\n", c.densification, c.workers);
     std::string g;
     for (std::size_t i = 0; i < c.gamma_pow2.size(); ++i) {
       g += fmt::format("{}γ_{}={:.3f}", i ? " " : "", 1u << i, c.gamma_pow2[i]);
     }
     std::cout << fmt::format("γ by group      {}\n", g);
-    std::cout << fmt::format("skew            {:.3f}  (max of {} equal ranges / mean; first range "
-                             "holds {:.1f}% of non-zeros)\n",
-                             c.skew, c.workers, 100 * c.first_range_share);
+    std::cout << fmt::format(
+        "skew            {:.3f}  (max of {} equal ranges / mean; first range "
+        "holds {:.1f}% of non-zeros)\n",
+        c.skew, c.workers, 100 * c.first_range_share);
   }
   return 0;
 }

@@ -44,15 +44,16 @@ SparseGradient<Index> load_trace(Communicator& comm, const std::string& dir, std
       s = static_cast<std::uint64_t>(step);
     } else {
       const auto steps = sparse::trace_steps(dir, comm.rank());
-      if (steps.empty()) throw sparse::InvalidGradient(fmt::format("no trace of rank {} in {}", comm.rank(), dir));
+      if (steps.empty())
+        throw sparse::InvalidGradient(fmt::format("no trace of rank {} in {}", comm.rank(), dir));
       s = steps.front();
     }
     sparse::TraceHeader h;
     g = sparse::read_trace<Index>(sparse::trace_path(dir, s, comm.rank()), &h);
     if (static_cast<int>(h.world) != comm.size()) {
-      throw sparse::InvalidGradient(fmt::format(
-          "trace {} was written by {} ranks but this run has {}",
-          sparse::trace_path(dir, s, comm.rank()).string(), h.world, comm.size()));
+      throw sparse::InvalidGradient(
+          fmt::format("trace {} was written by {} ranks but this run has {}",
+                      sparse::trace_path(dir, s, comm.rank()).string(), h.world, comm.size()));
     }
   } catch (const std::exception& e) {
     problem = e.what();
@@ -115,14 +116,16 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
                                    ? sparse::generate_gradient<Index>(o.generator, comm.rank())
                                    : load_trace<Index>(comm, o.trace_dir, o.trace_step);
   const auto ch = gather_characteristics(comm, grad);
-  const bool integer_values = o.trace_dir.empty() && o.generator.values == sparse::ValueKind::integer;
+  const bool integer_values =
+      o.trace_dir.empty() && o.generator.values == sparse::ValueKind::integer;
 
   // The dense reference and its per-element magnitude bound, computed once, outside timing.
   std::vector<float> reference, magnitude;
   if (o.verify) {
     reference = grad.to_dense();
     magnitude.assign(grad.elements, 0.0f);
-    for (std::size_t k = 0; k < grad.nnz(); ++k) magnitude[grad.indices[k]] = std::fabs(grad.values[k]);
+    for (std::size_t k = 0; k < grad.nnz(); ++k)
+      magnitude[grad.indices[k]] = std::fabs(grad.values[k]);
     comm.allreduce<float>(reference, ReduceOp::sum);
     comm.allreduce<float>(magnitude, ReduceOp::sum);
   }
@@ -158,9 +161,10 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
       const auto bad_all = comm.allreduce_value<std::uint64_t>(bad, ReduceOp::sum);
       verified = bad_all == 0 && sum_lo == sum_hi;
       if (bad) {
-        failure = fmt::format("rank {}: {} elements differ from the dense reference (first at {}: "
-                              "got {}, expected {})", comm.rank(), bad, first_bad, got[first_bad],
-                              reference[first_bad]);
+        failure = fmt::format(
+            "rank {}: {} elements differ from the dense reference (first at {}: "
+            "got {}, expected {})",
+            comm.rank(), bad, first_bad, got[first_bad], reference[first_bad]);
       } else if (sum_lo != sum_hi) {
         failure = "results differ across ranks";
       }
@@ -179,13 +183,15 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         {"density", ch.density},
         {"densification", ch.densification},
         {"skew", ch.skew},
-        {"zipf", o.trace_dir.empty() ? nlohmann::json(o.generator.zipf_exponent) : nlohmann::json()},
+        {"zipf",
+         o.trace_dir.empty() ? nlohmann::json(o.generator.zipf_exponent) : nlohmann::json()},
         {"source", o.trace_dir.empty() ? "synthetic" : o.trace_dir},
         {"repeat", o.repeat},
         {"time_s", median(times)},
         {"time_min_s", *std::min_element(times.begin(), times.end())},
         {"bytes_sent_max", comm.allreduce_value<std::uint64_t>(st.bytes_sent(), ReduceOp::max)},
-        {"bytes_received_max", comm.allreduce_value<std::uint64_t>(st.bytes_received(), ReduceOp::max)},
+        {"bytes_received_max",
+         comm.allreduce_value<std::uint64_t>(st.bytes_received(), ReduceOp::max)},
         {"push_imbalance", imbalance(comm, st.push_load_bytes)},
         {"pull_imbalance", imbalance(comm, st.pull_load_bytes)},
         {"verified", verified},
@@ -210,20 +216,20 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     std::cout << fmt::format(
         "atoll bench sync: {} ranks, M = {}, density {:.4g}%, densification {:.2f}, skew {:.2f}, "
         "{}-bit indices, median of {}\n",
-        comm.size(), grad.elements, 100 * ch.density, ch.densification, ch.skew,
-        8 * sizeof(Index), o.repeat);
+        comm.size(), grad.elements, 100 * ch.density, ch.densification, ch.skew, 8 * sizeof(Index),
+        o.repeat);
     std::cout << fmt::format("{:<11} {:>11} {:>10} {:>12} {:>12} {:>7} {:>7} {:>8}\n", "scheme",
                              "time_ms", "speedup", "sent_max_MB", "recv_max_MB", "push_im",
                              "pull_im", "verified");
     for (const auto& r : rows) {
       const double t = r["time_s"];
       std::string sp = base > 0 ? fmt::format("{:.2f}x", base / t) : "-";
-      std::cout << fmt::format("{:<11} {:>11.3f} {:>10} {:>12.3f} {:>12.3f} {:>7.3f} {:>7.3f} {:>8}\n",
-                               r["scheme"].get<std::string>(), 1e3 * t, sp,
-                               r["bytes_sent_max"].get<double>() / 1e6,
-                               r["bytes_received_max"].get<double>() / 1e6,
-                               r["push_imbalance"].get<double>(), r["pull_imbalance"].get<double>(),
-                               o.verify ? (r["verified"].get<bool>() ? "yes" : "NO") : "-");
+      std::cout << fmt::format(
+          "{:<11} {:>11.3f} {:>10} {:>12.3f} {:>12.3f} {:>7.3f} {:>7.3f} {:>8}\n",
+          r["scheme"].get<std::string>(), 1e3 * t, sp, r["bytes_sent_max"].get<double>() / 1e6,
+          r["bytes_received_max"].get<double>() / 1e6, r["push_imbalance"].get<double>(),
+          r["pull_imbalance"].get<double>(),
+          o.verify ? (r["verified"].get<bool>() ? "yes" : "NO") : "-");
       if (r.contains("chosen")) {
         std::cout << fmt::format("  auto chose {}: {}\n", r["chosen"].get<std::string>(),
                                  r["reason"].get<std::string>());
@@ -247,7 +253,8 @@ int bench_sync(Communicator& comm, const BenchSyncOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (o.trace_dir.empty() && o.index_bits == 32 && o.generator.elements > (std::uint64_t{1} << 32)) {
+  if (o.trace_dir.empty() && o.index_bits == 32 &&
+      o.generator.elements > (std::uint64_t{1} << 32)) {
     throw UsageError(fmt::format("--elements {} needs --index-bits 64", o.generator.elements));
   }
   return o.index_bits == 32 ? run<std::uint32_t>(comm, o) : run<std::uint64_t>(comm, o);

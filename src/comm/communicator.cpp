@@ -12,36 +12,50 @@ namespace {
 
 MPI_Datatype to_mpi(DataType t) {
   switch (t) {
-    case DataType::u8: return MPI_UINT8_T;
-    case DataType::i32: return MPI_INT32_T;
-    case DataType::u32: return MPI_UINT32_T;
-    case DataType::i64: return MPI_INT64_T;
-    case DataType::u64: return MPI_UINT64_T;
-    case DataType::f32: return MPI_FLOAT;
-    case DataType::f64: return MPI_DOUBLE;
+    case DataType::u8:
+      return MPI_UINT8_T;
+    case DataType::i32:
+      return MPI_INT32_T;
+    case DataType::u32:
+      return MPI_UINT32_T;
+    case DataType::i64:
+      return MPI_INT64_T;
+    case DataType::u64:
+      return MPI_UINT64_T;
+    case DataType::f32:
+      return MPI_FLOAT;
+    case DataType::f64:
+      return MPI_DOUBLE;
   }
   return MPI_DATATYPE_NULL;
 }
 
 std::size_t size_of(DataType t) {
   switch (t) {
-    case DataType::u8: return 1;
+    case DataType::u8:
+      return 1;
     case DataType::i32:
     case DataType::u32:
-    case DataType::f32: return 4;
+    case DataType::f32:
+      return 4;
     case DataType::i64:
     case DataType::u64:
-    case DataType::f64: return 8;
+    case DataType::f64:
+      return 8;
   }
   return 0;
 }
 
 MPI_Op to_mpi(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return MPI_SUM;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::bit_or: return MPI_BOR;
+    case ReduceOp::sum:
+      return MPI_SUM;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::bit_or:
+      return MPI_BOR;
   }
   return MPI_OP_NULL;
 }
@@ -84,8 +98,8 @@ struct Communicator::Impl {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, text, &len);
-    throw CommError("rank " + std::to_string(rank) + ": " + op + " failed: " +
-                    std::string(text, static_cast<std::size_t>(len)));
+    throw CommError("rank " + std::to_string(rank) + ": " + op +
+                    " failed: " + std::string(text, static_cast<std::size_t>(len)));
   }
 };
 
@@ -116,8 +130,8 @@ void Communicator::allreduce_raw(void* data, std::size_t count, DataType type, R
   const std::size_t chunk = kChunkBytes / elem;
   for (std::size_t done = 0; done < count; done += chunk) {
     const std::size_t n = std::min(chunk, count - done);
-    impl_->check(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem, static_cast<int>(n),
-                               to_mpi(type), to_mpi(op), impl_->comm),
+    impl_->check(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem, static_cast<int>(n), to_mpi(type),
+                               to_mpi(op), impl_->comm),
                  rank_, "MPI_Allreduce");
   }
   if (size_ > 1) {
@@ -148,9 +162,9 @@ void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_
     total += counts[r];
   }
   MPI_Datatype t = impl_->element_type(elem_bytes);
-  impl_->check(MPI_Allgatherv(send, icounts[rank_], t, recv, icounts.data(), displs.data(), t,
-                              impl_->comm),
-               rank_, "MPI_Allgatherv");
+  impl_->check(
+      MPI_Allgatherv(send, icounts[rank_], t, recv, icounts.data(), displs.data(), t, impl_->comm),
+      rank_, "MPI_Allgatherv");
   if (size_ > 1) {
     // Ring allgather: every block but one's own arrives; every block but the successor's leaves.
     traffic_.bytes_received += (total - counts[rank_]) * elem_bytes;
@@ -172,8 +186,8 @@ void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> 
                                  std::size_t elem_bytes) {
   const auto n = static_cast<std::size_t>(size_);
   if (send_counts.size() != n || recv_counts.size() != n) {
-    throw CommError("rank " + std::to_string(rank_) + ": alltoallv: " +
-                    std::to_string(send_counts.size()) + " send counts and " +
+    throw CommError("rank " + std::to_string(rank_) +
+                    ": alltoallv: " + std::to_string(send_counts.size()) + " send counts and " +
                     std::to_string(recv_counts.size()) + " receive counts for " +
                     std::to_string(n) + " ranks");
   }
@@ -193,9 +207,9 @@ void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> 
     }
   }
   MPI_Datatype t = impl_->element_type(elem_bytes);
-  impl_->check(MPI_Alltoallv(send, sc.data(), sd.data(), t, recv, rc.data(), rd.data(), t,
-                             impl_->comm),
-               rank_, "MPI_Alltoallv");
+  impl_->check(
+      MPI_Alltoallv(send, sc.data(), sd.data(), t, recv, rc.data(), rd.data(), t, impl_->comm),
+      rank_, "MPI_Alltoallv");
 }
 
 void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int dest, void* recv,
@@ -207,10 +221,10 @@ void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int de
   do {
     const std::size_t sn = std::min(kChunkBytes, send_bytes - sent);
     const std::size_t rn = std::min(kChunkBytes, recv_bytes - received);
-    impl_->check(MPI_Sendrecv(s + sent, static_cast<int>(sn), MPI_BYTE, dest, 0, r + received,
-                              static_cast<int>(rn), MPI_BYTE, source, 0, impl_->comm,
-                              MPI_STATUS_IGNORE),
-                 rank_, "MPI_Sendrecv");
+    impl_->check(
+        MPI_Sendrecv(s + sent, static_cast<int>(sn), MPI_BYTE, dest, 0, r + received,
+                     static_cast<int>(rn), MPI_BYTE, source, 0, impl_->comm, MPI_STATUS_IGNORE),
+        rank_, "MPI_Sendrecv");
     sent += sn;
     received += rn;
   } while (sent < send_bytes || received < recv_bytes);
@@ -255,8 +269,10 @@ void Communicator::broadcast_raw(void* data, std::size_t bytes, int root) {
                  "MPI_Bcast");
   }
   if (size_ > 1) {
-    if (rank_ == root) traffic_.bytes_sent += bytes;
-    else traffic_.bytes_received += bytes;
+    if (rank_ == root)
+      traffic_.bytes_sent += bytes;
+    else
+      traffic_.bytes_received += bytes;
   }
 }
 

@@ -28,8 +28,8 @@ double sparcml_time(const SparsityProfile& p, const Network& net) {
   const double dense_bytes = 4.0 * static_cast<double>(p.elements);
   double t = 0;
   for (int i = 1; i <= rounds; ++i) {
-    const double gamma = i - 1 < static_cast<int>(p.gamma_pow2.size()) ? p.gamma_pow2[i - 1]
-                                                                         : p.gamma_n;
+    const double gamma =
+        i - 1 < static_cast<int>(p.gamma_pow2.size()) ? p.gamma_pow2[i - 1] : p.gamma_n;
     t += net.latency_s +
          std::min(gamma * nnz(p) * coo_bytes(p), dense_bytes) / net.bandwidth_bytes_per_s;
   }
@@ -61,7 +61,8 @@ double omnireduce_time(const SparsityProfile& p, const Network& net) {
   if (p.ranks <= 1) return 0;
   const double blocks = p.block_density * static_cast<double>(p.elements) / p.block_elements;
   const double block_bytes = p.block_elements * 4.0 + p.index_bytes;
-  const double bytes = frac(p) * (p.block_gamma_n + 1.0) * blocks * block_bytes * std::max(1.0, p.skew);
+  const double bytes =
+      frac(p) * (p.block_gamma_n + 1.0) * blocks * block_bytes * std::max(1.0, p.skew);
   return 2.0 * (p.ranks - 1) * net.latency_s + bytes / net.bandwidth_bytes_per_s;
 }
 

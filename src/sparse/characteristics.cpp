@@ -11,8 +11,10 @@ template <class Index>
 std::size_t intersection_size(const std::vector<Index>& a, const std::vector<Index>& b) {
   std::size_t i = 0, j = 0, both = 0;
   while (i < a.size() && j < b.size()) {
-    if (a[i] < b[j]) ++i;
-    else if (b[j] < a[i]) ++j;
+    if (a[i] < b[j])
+      ++i;
+    else if (b[j] < a[i])
+      ++j;
     else {
       ++both;
       ++i;
@@ -88,7 +90,8 @@ Characteristics characterize(std::span<const SparseGradient<Index>> w) {
     for (auto x : w[r].indices) {
       per_range[static_cast<std::size_t>(static_cast<unsigned __int128>(x) * n / c.elements)]++;
     }
-    const double max_range = static_cast<double>(*std::max_element(per_range.begin(), per_range.end()));
+    const double max_range =
+        static_cast<double>(*std::max_element(per_range.begin(), per_range.end()));
     skew_sum += max_range * n / static_cast<double>(w[r].nnz());
     first_share += static_cast<double>(per_range[0]) / static_cast<double>(w[r].nnz());
     ++counted;

@@ -11,8 +11,7 @@ std::optional<std::string> SparseGradient<Index>::check() const {
                        values.size());
   }
   if (elements > max_elements<Index>()) {
-    return fmt::format("element count {} does not fit {}-bit indices", elements,
-                       8 * sizeof(Index));
+    return fmt::format("element count {} does not fit {}-bit indices", elements, 8 * sizeof(Index));
   }
   for (std::size_t i = 0; i < indices.size(); ++i) {
     if (indices[i] >= elements) {

@@ -1,12 +1,12 @@
 #include "atoll/sparse/trace.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <regex>
-#include <unistd.h>
 
 namespace atl::sparse {
 namespace {
@@ -48,7 +48,8 @@ std::vector<std::uint8_t> read_all(const std::filesystem::path& file) {
 }
 
 TraceHeader parse_header(const std::filesystem::path& file, const std::uint8_t* p, std::size_t n) {
-  if (n < kHeaderBytes) fail(file, fmt::format("truncated: {} bytes, header needs {}", n, kHeaderBytes));
+  if (n < kHeaderBytes)
+    fail(file, fmt::format("truncated: {} bytes, header needs {}", n, kHeaderBytes));
   if (std::memcmp(p, kMagic, 8) != 0) fail(file, "not an atoll gradient trace (bad magic)");
   const auto version = get<std::uint32_t>(p + 8);
   if (version != kVersion) fail(file, fmt::format("unsupported version {}", version));

@@ -148,8 +148,9 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
 
   static std::string fmt_reason(const cost::SparsityProfile& p,
                                 const std::vector<cost::Estimate>& ranked) {
-    std::string s = "model: d=" + std::to_string(p.density) + " gamma_n=" +
-                    std::to_string(p.gamma_n) + " skew=" + std::to_string(p.skew) + ";";
+    std::string s = "model: d=" + std::to_string(p.density) +
+                    " gamma_n=" + std::to_string(p.gamma_n) + " skew=" + std::to_string(p.skew) +
+                    ";";
     for (const auto& e : ranked) s += " " + e.scheme + "=" + std::to_string(e.time_s * 1e3) + "ms";
     return s;
   }

@@ -57,9 +57,7 @@ void sort_unique_by_index(std::uint64_t elements, std::vector<Index>& idx,
   val.swap(sv);
 }
 
-template void sort_unique_by_index(std::uint64_t, std::vector<std::uint32_t>&,
-                                   std::vector<float>&);
-template void sort_unique_by_index(std::uint64_t, std::vector<std::uint64_t>&,
-                                   std::vector<float>&);
+template void sort_unique_by_index(std::uint64_t, std::vector<std::uint32_t>&, std::vector<float>&);
+template void sort_unique_by_index(std::uint64_t, std::vector<std::uint64_t>&, std::vector<float>&);
 
 }  // namespace atl::sync

@@ -32,8 +32,9 @@ void aggregate_owned(std::vector<Entry<Index>>& received, std::size_t slot_count
   out_val.clear();
   if (received.size() * 16 < slot_count) {
     // Stable: equal indices stay in sender (rank) order, the order the buffer path sums in.
-    std::stable_sort(received.begin(), received.end(),
-              [](const Entry<Index>& a, const Entry<Index>& b) { return a.index < b.index; });
+    std::stable_sort(
+        received.begin(), received.end(),
+        [](const Entry<Index>& a, const Entry<Index>& b) { return a.index < b.index; });
     for (std::size_t k = 0; k < received.size();) {
       const Index x = received[k].index;
       float sum = 0.0f;

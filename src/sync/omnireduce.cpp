@@ -101,8 +101,7 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
         std::memcpy(&id, all.data() + at, sizeof(Index));
         const std::uint64_t begin = static_cast<std::uint64_t>(id) * B;
         const std::uint64_t len = std::min<std::uint64_t>(B, M - begin);
-        std::memcpy(out.dense.data() + begin, all.data() + at + sizeof(Index),
-                    len * sizeof(float));
+        std::memcpy(out.dense.data() + begin, all.data() + at + sizeof(Index), len * sizeof(float));
       }
     }
   }

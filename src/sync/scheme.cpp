@@ -71,9 +71,9 @@ void check_input(Communicator& comm, const std::optional<std::string>& local_pro
   const auto lo = comm.allreduce_value<std::uint64_t>(elements, comm::ReduceOp::min);
   const auto hi = comm.allreduce_value<std::uint64_t>(elements, comm::ReduceOp::max);
   if (lo != hi) {
-    throw comm::CollectiveError(fmt::format(
-        "element count M differs across ranks (min {}, max {}; this rank has {})", lo, hi,
-        elements));
+    throw comm::CollectiveError(
+        fmt::format("element count M differs across ranks (min {}, max {}; this rank has {})", lo,
+                    hi, elements));
   }
 }
 
@@ -92,8 +92,8 @@ PhaseScope::~PhaseScope() {
 }
 
 const std::vector<std::string>& scheme_names() {
-  static const std::vector<std::string> names{"allreduce",  "agsparse",  "sparcml", "omnireduce",
-                                              "sparse_ps",  "zen_coo",   "zen",     "auto"};
+  static const std::vector<std::string> names{"allreduce", "agsparse", "sparcml", "omnireduce",
+                                              "sparse_ps", "zen_coo",  "zen",     "auto"};
   return names;
 }
 

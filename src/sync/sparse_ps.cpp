@@ -1,7 +1,8 @@
 // Sparse parameter server: rank r serves the contiguous range [r·M/n, (r+1)·M/n). Workers push the
 // COO entries of each range to its server, servers sum them, and every worker pulls every range's
 // summed COO. Skew (hot indices are small ids) makes the first range's server the bottleneck.
-// Cost: Zen's Eq. 1 multiplied by the skew s of the aggregated load: s · (n-1)/n · (γ_n+1)·d·M·8 / b.
+// Cost: Zen's Eq. 1 multiplied by the skew s of the aggregated load: s · (n-1)/n · (γ_n+1)·d·M·8 /
+// b.
 #include "common.h"
 #include "schemes.h"
 

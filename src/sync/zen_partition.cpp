@@ -7,61 +7,87 @@
 #include <limits>
 #include <stdexcept>
 
+#include "common.h"
+
 namespace atl::sync {
 
-template <class Index>
-HashLayout<Index>::HashLayout(std::uint64_t elements, std::uint32_t servers, std::uint64_t seed)
+HashLayout::HashLayout(std::uint64_t elements, std::uint32_t servers, std::uint64_t seed)
     : elements_(elements), servers_(servers), seed_(seed) {
-  if (servers == 0) throw std::invalid_argument("hash layout needs at least one server");
-  if (elements > sparse::max_elements<Index>()) {
+  if (servers == 0 || servers > 65536) {
     throw std::invalid_argument(
-        fmt::format("M = {} does not fit {}-bit indices", elements, 8 * sizeof(Index)));
+        fmt::format("hash layout supports 1 to 65536 servers (got {})", servers));
   }
+  const std::uint64_t granules = (elements + kZenGranule - 1) / kZenGranule;
   std::vector<std::uint64_t> counts(servers, 0);
-  std::vector<std::uint32_t> owner_of(elements);
-  for (std::uint64_t i = 0; i < elements; ++i) {
-    owner_of[i] = zen_owner(i, servers, seed);
-    ++counts[owner_of[i]];
-  }
+  for (std::uint64_t g = 0; g < granules; ++g) ++counts[zen_owner(g * kZenGranule, servers, seed)];
   offsets_.assign(servers + 1, 0);
   for (std::uint32_t j = 0; j < servers; ++j) {
     if (counts[j] > std::numeric_limits<std::uint32_t>::max()) {
       throw std::invalid_argument(
-          fmt::format("M = {} is too large for the hash layout: server {} would own {} slots",
+          fmt::format("M = {} is too large for the hash layout: server {} would own {} granules",
                       elements, j, counts[j]));
     }
     offsets_[j + 1] = offsets_[j] + counts[j];
   }
-  members_.resize(elements);
-  slots_.resize(elements);
+  granules_.resize(granules);
+  granule_slot_.resize(granules);
+  granule_owner_.resize(granules);
   std::vector<std::uint64_t> cursor(offsets_.begin(), offsets_.end() - 1);
-  for (std::uint64_t i = 0; i < elements; ++i) {
-    const auto j = owner_of[i];
-    slots_[i] = static_cast<std::uint32_t>(cursor[j] - offsets_[j]);
-    members_[cursor[j]++] = static_cast<Index>(i);
+  for (std::uint64_t g = 0; g < granules; ++g) {
+    const auto j = zen_owner(g * kZenGranule, servers, seed);
+    granule_owner_[g] = static_cast<std::uint16_t>(j);
+    granule_slot_[g] = static_cast<std::uint32_t>(cursor[j] - offsets_[j]);
+    granules_[cursor[j]++] = g;
   }
 }
 
 template <class Index>
-HashPartition<Index> zen_partition(const SparseGradient<Index>& grad, std::uint32_t servers,
-                                   std::uint64_t seed) {
+void zen_partition(const SparseGradient<Index>& grad, const HashLayout& layout,
+                   HashPartition<Index>& part) {
   const std::size_t nnz = grad.nnz();
-  HashPartition<Index> part;
-  part.counts.assign(servers, 0);
-  // Pass 1: owner of each entry (kept, so the hash is computed once) and per-server counts.
-  std::vector<std::uint32_t> owner(nnz);
-  for (std::size_t i = 0; i < nnz; ++i) {
-    owner[i] = zen_owner(grad.indices[i], servers, seed);
-    ++part.counts[owner[i]];
+  const std::uint32_t servers = layout.servers();
+  // Pass 1: owner of each entry from the layout's granule table (built from zen_owner), and
+  // per-server counts. Four count arrays break the dependency chain of consecutive entries with the
+  // same owner (the dense hot head of a Zipf gradient).
+  if (nnz > std::numeric_limits<std::uint32_t>::max()) {
+    throw std::invalid_argument(fmt::format("zen partition: {} non-zeros exceed 2^32", nnz));
   }
+  auto& owner = part.owner_scratch;
+  owner.resize(nnz);
+  std::vector<std::uint32_t> counts(4 * static_cast<std::size_t>(servers), 0);
+  std::uint32_t* c0 = counts.data();
+  std::uint32_t* c1 = c0 + servers;
+  std::uint32_t* c2 = c1 + servers;
+  std::uint32_t* c3 = c2 + servers;
+  const std::uint16_t* table = layout.owner_table().data();
+  const Index* idx = grad.indices.data();
+  std::uint16_t* own = owner.data();
+  std::size_t i = 0;
+  for (; i + 4 <= nnz; i += 4) {
+    const std::uint16_t o0 = table[idx[i] / kZenGranule], o1 = table[idx[i + 1] / kZenGranule];
+    const std::uint16_t o2 = table[idx[i + 2] / kZenGranule], o3 = table[idx[i + 3] / kZenGranule];
+    own[i] = o0;
+    own[i + 1] = o1;
+    own[i + 2] = o2;
+    own[i + 3] = o3;
+    ++c0[o0];
+    ++c1[o1];
+    ++c2[o2];
+    ++c3[o3];
+  }
+  for (; i < nnz; ++i) {
+    own[i] = table[idx[i] / kZenGranule];
+    ++c0[own[i]];
+  }
+  part.counts.assign(servers, 0);
+  for (std::uint32_t j = 0; j < servers; ++j)
+    part.counts[j] = std::size_t{c0[j]} + c1[j] + c2[j] + c3[j];
   // Pass 2: stable scatter into per-server blocks.
   std::vector<std::size_t> cursor(servers, 0);
   for (std::uint32_t j = 1; j < servers; ++j) cursor[j] = cursor[j - 1] + part.counts[j - 1];
   part.entries.resize(nnz);
-  for (std::size_t i = 0; i < nnz; ++i) {
-    part.entries[cursor[owner[i]]++] = {grad.indices[i], grad.values[i]};
-  }
-  return part;
+  auto* out = part.entries.data();
+  for (std::size_t i = 0; i < nnz; ++i) out[cursor[owner[i]]++] = {grad.indices[i], grad.values[i]};
 }
 
 BitmapBlock bitmap_encode(std::span<const float> slot_values) {
@@ -86,45 +112,210 @@ BitmapBlock bitmap_encode(std::span<const float> slot_values) {
   return block;
 }
 
+namespace {
+constexpr std::uint8_t kCoo = 0, kBitmap = 1;
+constexpr std::size_t kBlockHeader = 1 + 8;
+
+bool bitmap_is_smaller(std::size_t slots, std::size_t nnz, std::size_t index_bytes) {
+  return slots / 8 < nnz * index_bytes;
+}
+}  // namespace
+
 template <class Index>
-void bitmap_decode(std::span<const std::uint8_t> bitmap, std::span<const float> values,
-                   std::span<const Index> members, std::vector<Index>& out_indices,
-                   std::vector<float>& out_values) {
-  if (bitmap.size() != (members.size() + 7) / 8) {
-    throw std::invalid_argument(fmt::format("bitmap of {} bytes for {} members", bitmap.size(),
-                                            members.size()));
-  }
-  std::size_t k = 0;
-  for (std::size_t base = 0; base < members.size(); base += 64) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, bitmap.data() + base / 8, std::min<std::size_t>(8, bitmap.size() - base / 8));
-    while (word) {
-      const std::size_t p = base + static_cast<std::size_t>(std::countr_zero(word));
-      word &= word - 1;
-      if (p >= members.size() || k >= values.size()) {
-        throw std::invalid_argument("bitmap has more set bits than members or values");
+std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
+                                                std::vector<sparse::Entry<Index>>& received,
+                                                bool allow_bitmap) {
+  const std::size_t slots = layout.slot_count(server);
+  ByteWriter w;
+  if (received.size() * 16 >= slots) {
+    // Compact buffer over this server's slots (≈ M/n floats).
+    std::vector<float> buffer(slots, 0.0f);
+    for (const auto& e : received) buffer[layout.slot(e.index)] += e.value;
+    std::size_t nnz = 0;
+    for (float v : buffer) nnz += v != 0.0f;
+    if (allow_bitmap && bitmap_is_smaller(slots, nnz, sizeof(Index))) {
+      const auto enc = bitmap_encode(buffer);
+      w.bytes.reserve(kBlockHeader + enc.bitmap.size() + 4 * nnz);
+      w.write(kBitmap);
+      w.write<std::uint64_t>(nnz);
+      w.append(enc.bitmap.data(), enc.bitmap.size());
+      w.append(enc.values.data(), nnz * sizeof(float));
+      return std::move(w.bytes);
+    }
+    std::vector<Index> idx(nnz);
+    std::vector<float> val(nnz);
+    for (std::size_t s = 0, k = 0; s < slots; ++s) {
+      if (buffer[s] != 0.0f) {
+        idx[k] = static_cast<Index>(layout.index_of(server, s));
+        val[k++] = buffer[s];
       }
-      out_indices.push_back(members[p]);
-      out_values.push_back(values[k++]);
+    }
+    w.write(kCoo);
+    w.write<std::uint64_t>(nnz);
+    w.append(idx.data(), nnz * sizeof(Index));
+    w.append(val.data(), nnz * sizeof(float));
+    return std::move(w.bytes);
+  }
+  // Few entries for many slots: sort them instead of scanning the slots. Slot order is index order
+  // (granules are sorted), so the result is in slot order for either encoding.
+  std::vector<Index> idx;
+  std::vector<float> val;
+  aggregate_owned<Index>(
+      received, slots, [&](Index x) { return layout.slot(x); },
+      [&](std::size_t s) { return static_cast<Index>(layout.index_of(server, s)); }, idx, val);
+  if (allow_bitmap && bitmap_is_smaller(slots, idx.size(), sizeof(Index))) {
+    std::vector<std::uint8_t> bits(slots / 8, 0);
+    for (auto x : idx) {
+      const auto s = layout.slot(x);
+      bits[s / 8] |= static_cast<std::uint8_t>(1u << (s % 8));
+    }
+    w.write(kBitmap);
+    w.write<std::uint64_t>(idx.size());
+    w.append(bits.data(), bits.size());
+  } else {
+    w.write(kCoo);
+    w.write<std::uint64_t>(idx.size());
+    w.append(idx.data(), idx.size() * sizeof(Index));
+  }
+  w.append(val.data(), val.size() * sizeof(float));
+  return std::move(w.bytes);
+}
+
+template <class Index>
+void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,
+                     std::span<const std::size_t> counts, SparseGradient<Index>& out) {
+  const auto n = static_cast<std::uint32_t>(counts.size());
+  const std::uint64_t M = layout.elements();
+  auto malformed = [](std::uint32_t j, const std::string& what) {
+    return std::runtime_error(fmt::format("zen: malformed pull block from server {}: {}", j, what));
+  };
+  struct View {
+    std::uint8_t format;
+    std::uint64_t nnz;
+    const std::uint8_t* keys;  // bitmap words or indices
+    const std::uint8_t* values;
+  };
+  std::vector<View> views(n);
+  std::uint64_t total = 0;
+  std::size_t at = 0;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (counts[j] < kBlockHeader || at + counts[j] > blocks.size()) throw malformed(j, "too short");
+    View v{};
+    v.format = blocks[at];
+    std::memcpy(&v.nnz, blocks.data() + at + 1, 8);
+    const std::size_t key_bytes =
+        v.format == kBitmap ? layout.slot_count(j) / 8 : v.nnz * sizeof(Index);
+    if (v.format > kBitmap || counts[j] != kBlockHeader + key_bytes + v.nnz * sizeof(float)) {
+      throw malformed(
+          j, fmt::format("{} bytes for format {} and {} non-zeros", counts[j], v.format, v.nnz));
+    }
+    v.keys = blocks.data() + at + kBlockHeader;
+    v.values = v.keys + key_bytes;
+    views[j] = v;
+    total += v.nnz;
+    at += counts[j];
+  }
+
+  // Pass 1: the global presence bitmap over [0, M). A bitmap block's granules are G-bit pieces of
+  // it (G = kZenGranule divides 64): granule g is bits [G·g mod 64, +G) of word G·g / 64.
+  constexpr std::uint64_t G = kZenGranule;
+  auto granule_bits = [](const std::uint8_t* keys, std::size_t k) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, keys + k * (G / 8), G / 8);
+    return bits;
+  };
+  const std::size_t words = (M + 63) / 64;
+  std::vector<std::uint64_t> present(words, 0);
+  const std::uint64_t last_granule = (M - 1) / G;
+  const std::uint64_t valid_in_last = M - last_granule * G;  // 1..G
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const View& v = views[j];
+    if (v.format == kBitmap) {
+      const auto granules = layout.granules(j);
+      std::uint64_t set = 0;
+      for (std::size_t k = 0; k < granules.size(); ++k) {
+        const std::uint64_t bits = granule_bits(v.keys, k);
+        const std::uint64_t g = granules[k];
+        if (g == last_granule && valid_in_last < G && (bits >> valid_in_last)) {
+          throw malformed(j, "bit past M");
+        }
+        present[g * G / 64] |= bits << (g * G % 64);
+        set += static_cast<std::uint64_t>(std::popcount(bits));
+      }
+      if (set != v.nnz) throw malformed(j, fmt::format("{} bits set for {} values", set, v.nnz));
+    } else {
+      for (std::uint64_t k = 0; k < v.nnz; ++k) {
+        Index x;
+        std::memcpy(&x, v.keys + k * sizeof(Index), sizeof(Index));
+        if (x >= M) throw malformed(j, fmt::format("index {} >= M = {}", x, M));
+        present[x / 64] |= std::uint64_t{1} << (x % 64);
+      }
     }
   }
-  if (k != values.size()) {
-    throw std::invalid_argument(
-        fmt::format("bitmap has {} set bits but {} values were sent", k, values.size()));
+  // Pass 2: rank of each word's first member, then place every entry at its rank.
+  std::vector<std::uint64_t> prefix(words);
+  std::uint64_t running = 0;
+  for (std::size_t w = 0; w < words; ++w) {
+    prefix[w] = running;
+    running += static_cast<std::uint64_t>(std::popcount(present[w]));
+  }
+  if (running != total) throw std::runtime_error("zen: two pull blocks carry the same index");
+  out.elements = M;
+  out.indices.resize(total);
+  out.values.resize(total);
+  Index* oi = out.indices.data();
+  float* ov = out.values.data();
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const View& v = views[j];
+    const std::uint8_t* values = v.values;
+    if (v.format == kBitmap) {
+      // A granule has one owner, so its bits in `present` are exactly this block's bits: its
+      // entries land at consecutive positions from the rank of its first bit.
+      const auto granules = layout.granules(j);
+      for (std::size_t k = 0; k < granules.size(); ++k) {
+        std::uint64_t bits = granule_bits(v.keys, k);
+        if (!bits) continue;
+        const std::uint64_t g = granules[k];
+        const std::uint64_t w = g * G / 64, shift = g * G % 64;
+        std::uint64_t pos = prefix[w];
+        if (shift)
+          pos += static_cast<std::uint64_t>(
+              std::popcount(present[w] & ((std::uint64_t{1} << shift) - 1)));
+        const std::uint64_t base = g * G;
+        while (bits) {
+          oi[pos] = static_cast<Index>(base + static_cast<std::uint64_t>(std::countr_zero(bits)));
+          std::memcpy(ov + pos, values, sizeof(float));
+          values += sizeof(float);
+          ++pos;
+          bits &= bits - 1;
+        }
+      }
+    } else {
+      for (std::uint64_t k = 0; k < v.nnz; ++k) {
+        Index x;
+        std::memcpy(&x, v.keys + k * sizeof(Index), sizeof(Index));
+        const std::uint64_t below = (std::uint64_t{1} << (x % 64)) - 1;
+        const std::uint64_t pos = prefix[x / 64] + std::popcount(present[x / 64] & below);
+        oi[pos] = x;
+        std::memcpy(ov + pos, values + k * sizeof(float), sizeof(float));
+      }
+    }
   }
 }
 
-template class HashLayout<std::uint32_t>;
-template class HashLayout<std::uint64_t>;
-template HashPartition<std::uint32_t> zen_partition(const SparseGradient<std::uint32_t>&,
-                                                    std::uint32_t, std::uint64_t);
-template HashPartition<std::uint64_t> zen_partition(const SparseGradient<std::uint64_t>&,
-                                                    std::uint32_t, std::uint64_t);
-template void bitmap_decode<std::uint32_t>(std::span<const std::uint8_t>, std::span<const float>,
-                                           std::span<const std::uint32_t>,
-                                           std::vector<std::uint32_t>&, std::vector<float>&);
-template void bitmap_decode<std::uint64_t>(std::span<const std::uint8_t>, std::span<const float>,
-                                           std::span<const std::uint64_t>,
-                                           std::vector<std::uint64_t>&, std::vector<float>&);
+template void zen_partition(const SparseGradient<std::uint32_t>&, const HashLayout&,
+                            HashPartition<std::uint32_t>&);
+template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayout&,
+                            HashPartition<std::uint64_t>&);
+template std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout&, std::uint32_t,
+                                                         std::vector<sparse::Entry<std::uint32_t>>&,
+                                                         bool);
+template std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout&, std::uint32_t,
+                                                         std::vector<sparse::Entry<std::uint64_t>>&,
+                                                         bool);
+template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,
+                              std::span<const std::size_t>, SparseGradient<std::uint32_t>&);
+template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,
+                              std::span<const std::size_t>, SparseGradient<std::uint64_t>&);
 
 }  // namespace atl::sync

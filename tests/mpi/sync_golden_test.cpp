@@ -45,8 +45,8 @@ void expect_exact_sum(const std::string& scheme_name, const std::string& label,
     scheme->synchronize(comm, all[comm.rank()], out);
     if (!out.dense_form) {
       EXPECT_FALSE(out.sparse.check().has_value())
-          << scheme_name << "/" << label << ": result violates COO invariants: "
-          << out.sparse.check().value_or("");
+          << scheme_name << "/" << label
+          << ": result violates COO invariants: " << out.sparse.check().value_or("");
     }
     const auto got = out.to_dense();
     ASSERT_EQ(got.size(), M);
@@ -101,43 +101,57 @@ void run_all_cases(const std::string& scheme) {
     expect_exact_sum<Index>(scheme, "zipf-float d=" + std::to_string(d),
                             zipf_case<Index>(M, d, ValueKind::normal, 12), false);
   }
-  expect_exact_sum<Index>(scheme, "uniform M=65536",
-                          [](int r, int) {
-                            sparse::GeneratorOptions o{65536, 0.02, 0.0, 5, ValueKind::integer};
-                            return sparse::generate_gradient<Index>(o, r);
-                          },
+  expect_exact_sum<Index>(
+      scheme, "uniform M=65536",
+      [](int r, int) {
+        sparse::GeneratorOptions o{65536, 0.02, 0.0, 5, ValueKind::integer};
+        return sparse::generate_gradient<Index>(o, r);
+      },
+      true);
+  expect_exact_sum<Index>(scheme, "all empty",
+                          fixed_case<Index>(M, [](int, int) { return std::vector<Index>{}; }),
                           true);
-  expect_exact_sum<Index>(scheme, "all empty", fixed_case<Index>(M, [](int, int) {
-                            return std::vector<Index>{};
-                          }), true);
-  expect_exact_sum<Index>(scheme, "odd ranks empty", [=](int r, int n) {
-    sparse::GeneratorOptions o{M, 0.02, 1.1, 3, ValueKind::integer};
-    auto g = sparse::generate_gradient<Index>(o, r);
-    if (r % 2) g.indices.clear(), g.values.clear();
-    return g;
-  }, true);
-  expect_exact_sum<Index>(scheme, "all ranks on index M-1", fixed_case<Index>(M, [=](int, int) {
-                            return std::vector<Index>{static_cast<Index>(M - 1)};
-                          }), true);
-  expect_exact_sum<Index>(scheme, "all ranks on index 0", fixed_case<Index>(M, [](int, int) {
-                            return std::vector<Index>{0};
-                          }), true);
-  expect_exact_sum<Index>(scheme, "0 and M-1", fixed_case<Index>(M, [=](int r, int) {
-                            return r % 2 ? std::vector<Index>{0, static_cast<Index>(M - 1)}
-                                         : std::vector<Index>{static_cast<Index>(M - 1)};
-                          }), true);
-  expect_exact_sum<Index>(scheme, "M=1", fixed_case<Index>(1, [](int r, int) {
-                            return r % 3 == 1 ? std::vector<Index>{} : std::vector<Index>{0};
-                          }), true);
-  expect_exact_sum<Index>(scheme, "cancellation", [=](int r, int n) {
-    // Pairs of ranks cancel on index 5: sums of exactly zero must not leave garbage.
-    SparseGradient<Index> g;
-    g.elements = M;
-    g.indices = {5, 7};
-    const float s = (r % 2 == 0 && r + 1 < n) ? 1.0f : (r % 2 == 1 ? -1.0f : 2.0f);
-    g.values = {s, 1.0f};
-    return g;
-  }, true);
+  expect_exact_sum<Index>(
+      scheme, "odd ranks empty",
+      [=](int r, int n) {
+        sparse::GeneratorOptions o{M, 0.02, 1.1, 3, ValueKind::integer};
+        auto g = sparse::generate_gradient<Index>(o, r);
+        if (r % 2) g.indices.clear(), g.values.clear();
+        return g;
+      },
+      true);
+  expect_exact_sum<Index>(
+      scheme, "all ranks on index M-1",
+      fixed_case<Index>(M, [=](int, int) { return std::vector<Index>{static_cast<Index>(M - 1)}; }),
+      true);
+  expect_exact_sum<Index>(scheme, "all ranks on index 0",
+                          fixed_case<Index>(M, [](int, int) { return std::vector<Index>{0}; }),
+                          true);
+  expect_exact_sum<Index>(
+      scheme, "0 and M-1",
+      fixed_case<Index>(M,
+                        [=](int r, int) {
+                          return r % 2 ? std::vector<Index>{0, static_cast<Index>(M - 1)}
+                                       : std::vector<Index>{static_cast<Index>(M - 1)};
+                        }),
+      true);
+  expect_exact_sum<Index>(
+      scheme, "M=1",
+      fixed_case<Index>(
+          1, [](int r, int) { return r % 3 == 1 ? std::vector<Index>{} : std::vector<Index>{0}; }),
+      true);
+  expect_exact_sum<Index>(
+      scheme, "cancellation",
+      [=](int r, int n) {
+        // Pairs of ranks cancel on index 5: sums of exactly zero must not leave garbage.
+        SparseGradient<Index> g;
+        g.elements = M;
+        g.indices = {5, 7};
+        const float s = (r % 2 == 0 && r + 1 < n) ? 1.0f : (r % 2 == 1 ? -1.0f : 2.0f);
+        g.values = {s, 1.0f};
+        return g;
+      },
+      true);
 }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
@@ -190,8 +204,9 @@ int main(int argc, char** argv) {
       int rank;
       explicit FailurePrinter(int r) : rank(r) {}
       void OnTestPartResult(const ::testing::TestPartResult& r) override {
-        if (r.failed()) std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name(),
-                                     r.line_number(), r.summary());
+        if (r.failed())
+          std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name(), r.line_number(),
+                       r.summary());
       }
     };
     listeners.Append(new FailurePrinter(comm.rank()));

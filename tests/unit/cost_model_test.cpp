@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "atoll/cost/cost_model.h"
+
+#include <gtest/gtest.h>
 
 namespace {
 using namespace atl::cost;

@@ -1,10 +1,11 @@
+#include "atoll/sparse/sparse_gradient.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/generator.h"
-#include "atoll/sparse/sparse_gradient.h"
 
 namespace {
 using namespace atl::sparse;
@@ -46,9 +47,12 @@ TEST(Generator, RespectsDensityAndIsDeterministic) {
 }
 
 TEST(Generator, RejectsBadOptions) {
-  EXPECT_THROW(validate(GeneratorOptions{0, 0.1, 1.1, 1, ValueKind::normal}), std::invalid_argument);
-  EXPECT_THROW(validate(GeneratorOptions{10, 2.0, 1.1, 1, ValueKind::normal}), std::invalid_argument);
-  EXPECT_THROW(validate(GeneratorOptions{10, -0.1, 1.1, 1, ValueKind::normal}), std::invalid_argument);
+  EXPECT_THROW(validate(GeneratorOptions{0, 0.1, 1.1, 1, ValueKind::normal}),
+               std::invalid_argument);
+  EXPECT_THROW(validate(GeneratorOptions{10, 2.0, 1.1, 1, ValueKind::normal}),
+               std::invalid_argument);
+  EXPECT_THROW(validate(GeneratorOptions{10, -0.1, 1.1, 1, ValueKind::normal}),
+               std::invalid_argument);
 }
 
 TEST(Characteristics, ZipfGradientsAreSkewedOverlappingAndDensify) {
@@ -59,7 +63,7 @@ TEST(Characteristics, ZipfGradientsAreSkewedOverlappingAndDensify) {
   EXPECT_NEAR(c.density, 0.01, 1e-6);
   EXPECT_GT(c.overlap, 0.05);  // paper: usually well above 0.05
   EXPECT_GT(c.densification, 1.0);
-  EXPECT_LT(c.densification, 8.0);  // γ_n < n
+  EXPECT_LT(c.densification, 8.0);      // γ_n < n
   EXPECT_GT(c.first_range_share, 0.6);  // paper: > 60% in the first of 8 ranges
   EXPECT_GT(c.skew, 4.0);
   ASSERT_EQ(c.gamma_pow2.size(), 4u);
@@ -69,7 +73,8 @@ TEST(Characteristics, ZipfGradientsAreSkewedOverlappingAndDensify) {
 
 TEST(Characteristics, HandComputedCase) {
   // I1 = {0,1,2,3}, I2 = {2,3}: overlap 2/2 = 1, union 4, mean nnz 3 -> γ_2 = 4/3.
-  std::vector<SparseGradient<std::uint32_t>> w{{8, {0, 1, 2, 3}, {1, 1, 1, 1}}, {8, {2, 3}, {1, 1}}};
+  std::vector<SparseGradient<std::uint32_t>> w{{8, {0, 1, 2, 3}, {1, 1, 1, 1}},
+                                               {8, {2, 3}, {1, 1}}};
   const auto c = characterize<std::uint32_t>(w);
   EXPECT_DOUBLE_EQ(c.overlap, 1.0);
   EXPECT_DOUBLE_EQ(c.densification, 4.0 / 3.0);

@@ -1,8 +1,8 @@
+#include "atoll/sparse/trace.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
-
-#include "atoll/sparse/trace.h"
 
 namespace {
 using namespace atl::sparse;

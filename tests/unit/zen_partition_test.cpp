@@ -1,9 +1,11 @@
+#include "atoll/sync/zen_partition.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "atoll/sparse/generator.h"
-#include "atoll/sync/zen_partition.h"
 #include "sync/common.h"
 
 namespace {
@@ -16,7 +18,9 @@ TEST(ZenPartition, LosslessAndBalancedOnSkewedGradient) {
   const auto g = sparse::generate_gradient<std::uint32_t>(o, 0);
   ASSERT_GT(g.nnz(), 100000u);
   const std::uint32_t n = 16;
-  const auto part = zen_partition(g, n, 42);
+  const HashLayout layout(g.elements, n, 42);
+  HashPartition<std::uint32_t> part;
+  zen_partition(g, layout, part);
   ASSERT_EQ(part.entries.size(), g.nnz());
   std::size_t at = 0;
   std::vector<std::pair<std::uint32_t, float>> seen;
@@ -36,69 +40,98 @@ TEST(ZenPartition, LosslessAndBalancedOnSkewedGradient) {
   const double mean = static_cast<double>(g.nnz()) / n;
   const auto mx = *std::max_element(part.counts.begin(), part.counts.end());
   EXPECT_LE(mx / mean, 1.1) << "push imbalance " << mx / mean;
+  std::printf("push imbalance over %u servers, %zu non-zeros: %.4f\n", n, g.nnz(), mx / mean);
 }
 
 TEST(ZenPartition, IndexZeroAndLastAreOrdinaryEntries) {
   sparse::SparseGradient<std::uint64_t> g{1000, {0, 999}, {3.0f, 4.0f}};
-  const auto part = zen_partition(g, 3, 1);
+  HashPartition<std::uint64_t> part;
+  zen_partition(g, HashLayout(g.elements, 3, 1), part);
   ASSERT_EQ(part.entries.size(), 2u);
   float sum = 0;
   for (const auto& e : part.entries) sum += e.value;
   EXPECT_EQ(sum, 7.0f);
 }
 
-TEST(HashLayout, MembersPartitionTheRangeAndSlotsInvertThem) {
+TEST(HashLayout, SlotsPartitionTheRangeAndInvert) {
   for (std::uint32_t n : {1u, 3u, 7u, 16u}) {
-    const std::uint64_t M = 10007;
-    HashLayout<std::uint32_t> layout(M, n, 5);
-    std::uint64_t total = 0;
+    const std::uint64_t M = 10007;  // not a multiple of the granule: the last one is partial
+    HashLayout layout(M, n, 5);
+    std::vector<int> seen(M, 0);
     for (std::uint32_t j = 0; j < n; ++j) {
-      const auto members = layout.members(j);
-      total += members.size();
-      for (std::size_t s = 0; s < members.size(); ++s) {
-        EXPECT_EQ(zen_owner(members[s], n, 5), j);
-        EXPECT_EQ(layout.slot(members[s]), s);
-        if (s) EXPECT_LT(members[s - 1], members[s]);
+      std::uint64_t previous = 0;
+      for (std::size_t s = 0; s < layout.slot_count(j); ++s) {
+        const auto x = layout.index_of(j, s);
+        if (s) EXPECT_LT(previous, x) << "slot order must be index order";
+        previous = x;
+        if (x >= M) continue;  // slots of the partial last granule past M
+        EXPECT_EQ(zen_owner(x, n, 5), j);
+        EXPECT_EQ(layout.slot(x), s);
+        ++seen[x];
       }
     }
-    EXPECT_EQ(total, M);
+    for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(seen[x], 1) << "index " << x;
   }
 }
 
-TEST(Bitmap, RoundTripRecoversExactlyTheNonZeros) {
-  const std::uint64_t M = 5000;
-  HashLayout<std::uint32_t> layout(M, 4, 3);
-  for (std::uint32_t j = 0; j < 4; ++j) {
-    const auto members = layout.members(j);
-    std::vector<float> slots(members.size(), 0.0f);
-    for (std::size_t s = 0; s < slots.size(); s += 1 + s % 5) slots[s] = float(s) + 0.5f;
-    if (!slots.empty()) slots.back() = -2.0f;  // last slot (tail of the final bitmap word)
-    const auto block = bitmap_encode(slots);
-    EXPECT_EQ(block.bitmap.size(), (members.size() + 7) / 8);
-    std::vector<std::uint32_t> idx;
-    std::vector<float> val;
-    bitmap_decode<std::uint32_t>(block.bitmap, block.values, members, idx, val);
-    std::size_t k = 0;
-    for (std::size_t s = 0; s < slots.size(); ++s) {
-      if (slots[s] == 0.0f) continue;
-      ASSERT_LT(k, idx.size());
-      EXPECT_EQ(idx[k], members[s]);
-      EXPECT_EQ(val[k], slots[s]);
-      ++k;
+TEST(Bitmap, EncodeSetsExactlyTheNonZeroSlots) {
+  std::vector<float> slots(130, 0.0f);
+  slots[0] = 1;
+  slots[63] = 2;
+  slots[64] = 3;
+  slots[129] = -4;  // last slot, in the tail of the final word
+  const auto block = bitmap_encode(slots);
+  ASSERT_EQ(block.bitmap.size(), 17u);
+  EXPECT_EQ(block.values, (std::vector<float>{1, 2, 3, -4}));
+  EXPECT_EQ(block.bitmap[0], 1);
+  EXPECT_EQ(block.bitmap[7], 0x80);
+  EXPECT_EQ(block.bitmap[8], 1);
+  EXPECT_EQ(block.bitmap[16], 0x02);
+}
+
+// Encode on every server, decode on a receiver: the result is the exact sum, sorted, for both
+// block formats (bitmap at high aggregated density, COO at low) and for index 0 and M-1.
+TEST(ZenPull, RoundTripMatchesDenseSum) {
+  const std::uint64_t M = 100003;
+  const std::uint32_t n = 5;
+  HashLayout layout(M, n, 9);
+  for (double density : {0.0005, 0.3}) {
+    std::vector<std::vector<sparse::Entry<std::uint32_t>>> received(n);
+    std::vector<double> dense(M, 0.0);
+    for (int w = 0; w < 4; ++w) {
+      sparse::GeneratorOptions o{M, density, 1.1, 3, sparse::ValueKind::integer};
+      auto g = sparse::generate_gradient<std::uint32_t>(o, w);
+      g.indices.insert(g.indices.begin(), 0);  // generator may or may not include 0; force it
+      g.indices.erase(std::unique(g.indices.begin(), g.indices.end()), g.indices.end());
+      if (g.indices.back() != M - 1) g.indices.push_back(M - 1);
+      g.values.assign(g.indices.size(), 0.0f);
+      for (std::size_t k = 0; k < g.values.size(); ++k) g.values[k] = float(1 + (k + w) % 7);
+      for (std::size_t k = 0; k < g.nnz(); ++k) dense[g.indices[k]] += g.values[k];
+      HashPartition<std::uint32_t> part;
+      zen_partition(g, layout, part);
+      std::size_t at = 0;
+      for (std::uint32_t j = 0; j < n; ++j) {
+        received[j].insert(received[j].end(), part.entries.begin() + at,
+                           part.entries.begin() + at + part.counts[j]);
+        at += part.counts[j];
+      }
     }
-    EXPECT_EQ(k, idx.size());
+    std::vector<std::uint8_t> all;
+    std::vector<std::size_t> counts;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      const auto block = zen_encode_pull_block<std::uint32_t>(layout, j, received[j], true);
+      all.insert(all.end(), block.begin(), block.end());
+      counts.push_back(block.size());
+    }
+    SparseGradient<std::uint32_t> out;
+    zen_decode_pull<std::uint32_t>(layout, all, counts, out);
+    EXPECT_FALSE(out.check().has_value()) << out.check().value_or("");
+    const auto got = out.to_dense();
+    for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(got[x], dense[x]) << "index " << x;
+    // A corrupted block is refused, not decoded into a wrong answer.
+    counts[0] -= 1;
+    EXPECT_THROW(zen_decode_pull<std::uint32_t>(layout, all, counts, out), std::runtime_error);
   }
-}
-
-TEST(Bitmap, DecodeRejectsMismatchedValueCount) {
-  const std::vector<float> slots{1, 0, 2};
-  auto block = bitmap_encode(slots);
-  block.values.pop_back();
-  const std::vector<std::uint32_t> members{4, 8, 9};
-  std::vector<std::uint32_t> idx;
-  std::vector<float> val;
-  EXPECT_THROW(bitmap_decode<std::uint32_t>(block.bitmap, block.values, members, idx, val),
-               std::invalid_argument);
 }
 
 TEST(SortUniqueByIndex, BothStrategiesSort) {

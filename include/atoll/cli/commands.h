@@ -24,7 +24,7 @@ struct BenchSyncOptions {
   int index_bits = 32;
   int repeat = 5;
   int warmup = 1;
-  std::string trace_dir;  // if set, gradients come from this trace instead of the generator
+  std::string trace_dir;         // if set, gradients come from this trace instead of the generator
   std::int64_t trace_step = -1;  // -1: the first step present
   bool verify = false;
   bool json = false;

@@ -40,14 +40,22 @@ enum class ReduceOp { sum, min, max, bit_or };
 
 template <class T>
 constexpr DataType data_type_of() {
-  if constexpr (std::is_same_v<T, std::uint8_t>) return DataType::u8;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return DataType::i32;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return DataType::u32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return DataType::i64;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return DataType::u64;
-  else if constexpr (std::is_same_v<T, float>) return DataType::f32;
-  else if constexpr (std::is_same_v<T, double>) return DataType::f64;
-  else static_assert(sizeof(T) == 0, "unsupported element type");
+  if constexpr (std::is_same_v<T, std::uint8_t>)
+    return DataType::u8;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DataType::i32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return DataType::u32;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return DataType::i64;
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return DataType::u64;
+  else if constexpr (std::is_same_v<T, float>)
+    return DataType::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DataType::f64;
+  else
+    static_assert(sizeof(T) == 0, "unsupported element type");
 }
 
 // Bytes this rank put on / took off the network (self-copies excluded). For collectives whose
@@ -118,8 +126,8 @@ class Communicator {
   // Personalised exchange of variable blocks: send_counts[r] elements go to rank r (consecutive in
   // `send`), recv_counts[r] elements arrive from r into `recv` (consecutive, rank order).
   template <class T>
-  void alltoallv(std::span<const T> send, std::span<const std::size_t> send_counts, std::span<T> recv,
-                 std::span<const std::size_t> recv_counts) {
+  void alltoallv(std::span<const T> send, std::span<const std::size_t> send_counts,
+                 std::span<T> recv, std::span<const std::size_t> recv_counts) {
     static_assert(std::is_trivially_copyable_v<T>);
     alltoallv_raw(send.data(), send_counts, recv.data(), recv_counts, sizeof(T));
   }

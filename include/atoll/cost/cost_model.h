@@ -35,11 +35,11 @@ struct Estimate {
 
 double allreduce_time(const SparsityProfile& p, const Network& net);
 double agsparse_time(const SparsityProfile& p, const Network& net);
-double sparcml_time(const SparsityProfile& p, const Network& net);    // Eq. 2 + latency
+double sparcml_time(const SparsityProfile& p, const Network& net);  // Eq. 2 + latency
 double omnireduce_time(const SparsityProfile& p, const Network& net);
 double sparse_ps_time(const SparsityProfile& p, const Network& net);
-double zen_coo_time(const SparsityProfile& p, const Network& net);    // Eq. 1 + latency
-double zen_time(const SparsityProfile& p, const Network& net);        // Eq. 1, bitmap pull
+double zen_coo_time(const SparsityProfile& p, const Network& net);  // Eq. 1 + latency
+double zen_time(const SparsityProfile& p, const Network& net);      // Eq. 1, bitmap pull
 
 // All of the above, fastest first.
 std::vector<Estimate> rank_schemes(const SparsityProfile& p, const Network& net);

@@ -2,8 +2,8 @@
 //
 // A SparseGradient<Index> holds a tensor of `elements` (M) float entries of which only the listed
 // ones may be non-zero. Invariants (checked by validate()): indices sorted strictly increasing
-// (hence unique), every index < M, indices.size() == values.size(). Explicit zero values are allowed.
-// Index is std::uint32_t (M <= 2^32) or std::uint64_t.
+// (hence unique), every index < M, indices.size() == values.size(). Explicit zero values are
+// allowed. Index is std::uint32_t (M <= 2^32) or std::uint64_t.
 #pragma once
 
 #include <cstdint>

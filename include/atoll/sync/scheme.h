@@ -2,7 +2,8 @@
 // exact sum over all ranks, identical on every rank, plus per-phase statistics.
 //
 // Contract of SyncScheme::synchronize (collective: every rank calls it with the same M):
-// - input: a valid SparseGradient (sorted unique indices < M); checked, and a bad input or an M that
+// - input: a valid SparseGradient (sorted unique indices < M); checked, and a bad input or an M
+// that
 //   differs across ranks ends in CollectiveError on every rank;
 // - output: SyncResult, either sparse (sorted unique indices, may hold explicit zeros) or dense
 //   (M floats), whichever is the scheme's natural form; absent entries are zero. All ranks hold the
@@ -75,7 +76,8 @@ struct SchemeOptions {
   std::uint64_t omnireduce_block_elements = 256;
   // SparCML switches to a dense accumulator when the COO form would exceed this share of M·4 bytes.
   double sparcml_dense_switch = 0.5;
-  // Zen pull: a server sends a bitmap when it is smaller than its COO indices (per server, per call).
+  // Zen pull: a server sends a bitmap when it is smaller than its COO indices (per server, per
+  // call).
   bool zen_allow_bitmap = true;
 };
 
@@ -91,8 +93,8 @@ void check_input(Communicator& comm, const std::optional<std::string>& local_pro
                  std::uint64_t elements);
 
 // CRTP adapter: a scheme implements
-// `template <class Index> void run(Communicator&, const SparseGradient<Index>&, SyncResult<Index>&)`
-// and finds `out` with its stats cleared.
+// `template <class Index> void run(Communicator&, const SparseGradient<Index>&,
+// SyncResult<Index>&)` and finds `out` with its stats cleared.
 template <class Derived>
 class SchemeBase : public SyncScheme {
  public:
