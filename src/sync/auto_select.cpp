@@ -7,8 +7,9 @@
 //   bias: γ_{2^i} over the aligned groups recursive doubling forms, γ_n, the skew of the aggregate
 //   over contiguous ranges, and the same for OmniReduce's non-zero blocks. About 2k samples per
 //   rank travel in one allgatherv.
+#include <algorithm>
 #include <cmath>
-#include <unordered_set>
+#include <iterator>
 
 #include "atoll/cost/cost_model.h"
 #include "atoll/sync/zen_partition.h"
@@ -120,29 +121,51 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
       blk_total += static_cast<double>(counts[r] - 1 - k);
       at += counts[r];
     }
-    auto union_size = [](const std::vector<std::span<const std::uint64_t>>& s, int first, int count,
-                         std::unordered_set<std::uint64_t>* keep) {
-      std::unordered_set<std::uint64_t> u;
-      for (int r = first; r < first + count; ++r) u.insert(s[r].begin(), s[r].end());
-      const double size = static_cast<double>(u.size());
-      if (keep) *keep = std::move(u);
-      return size;
+    // Samples arrive sorted (indices are sorted, and so are the local blocks), so unions are
+    // merges: level i holds the unions of aligned groups of 2^i ranks, as recursive doubling forms.
+    using Set = std::vector<std::uint64_t>;
+    auto merged = [](const Set& a, const Set& b) {
+      Set u;
+      u.reserve(a.size() + b.size());
+      std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(u));
+      return u;
+    };
+    auto union_all = [&](const std::vector<std::span<const std::uint64_t>>& s,
+                         std::vector<double>* gamma_levels, double mean) {
+      std::vector<Set> level;
+      for (const auto& r : s) level.emplace_back(r.begin(), r.end());
+      while (true) {
+        if (gamma_levels) {
+          double sum = 0;
+          for (const auto& u : level) sum += static_cast<double>(u.size());
+          gamma_levels->push_back(sum / static_cast<double>(level.size()) / mean);
+        }
+        if (level.size() == 1) return level.front();
+        std::vector<Set> next;
+        for (std::size_t k = 0; k + 1 < level.size(); k += 2)
+          next.push_back(merged(level[k], level[k + 1]));
+        if (level.size() %
+            2) {  // an odd group out joins the last pair: only the full union needs it
+          if (next.empty())
+            next.push_back(level.back());
+          else
+            next.back() = merged(next.back(), level.back());
+          gamma_levels = nullptr;  // groups are no longer aligned powers of two beyond this level
+        }
+        level.swap(next);
+      }
     };
     const double idx_mean = std::max(idx_total / n, 1e-9);
-    for (int g = 1; g <= n; g *= 2) {
-      double sum = 0;
-      int groups = 0;
-      for (int first = 0; first + g <= n; first += g, ++groups)
-        sum += union_size(idx_s, first, g, nullptr);
-      p.gamma_pow2.push_back(groups ? sum / groups / idx_mean : 1.0);
-    }
-    std::unordered_set<std::uint64_t> agg;
-    p.gamma_n = union_size(idx_s, 0, n, &agg) / idx_mean;
+    const Set agg = union_all(idx_s, &p.gamma_pow2, idx_mean);
+    p.gamma_n = static_cast<double>(agg.size()) / idx_mean;
     std::vector<double> per_range(n, 0);
-    for (auto x : agg) per_range[std::min<std::uint64_t>(n - 1, x * n / M)] += 1;
+    for (auto x : agg) {
+      per_range[static_cast<std::size_t>(static_cast<unsigned __int128>(x) * n / M)] += 1;
+    }
     const double max_range = *std::max_element(per_range.begin(), per_range.end());
     p.skew = agg.empty() ? 1.0 : max_range * n / static_cast<double>(agg.size());
-    p.block_gamma_n = union_size(blk_s, 0, n, nullptr) / std::max(blk_total / n, 1e-9);
+    const double blk_mean = std::max(blk_total / n, 1e-9);
+    p.block_gamma_n = static_cast<double>(union_all(blk_s, nullptr, blk_mean).size()) / blk_mean;
     return p;
   }
 

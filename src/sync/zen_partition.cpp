@@ -7,6 +7,10 @@
 #include <limits>
 #include <stdexcept>
 
+#ifdef __SSE2__
+#include <immintrin.h>
+#endif
+
 #include "common.h"
 
 namespace atl::sync {
@@ -93,22 +97,37 @@ void zen_partition(const SparseGradient<Index>& grad, const HashLayout& layout,
 BitmapBlock bitmap_encode(std::span<const float> slot_values) {
   BitmapBlock block;
   const std::size_t n = slot_values.size();
+  const float* v = slot_values.data();
   block.bitmap.assign((n + 7) / 8, 0);
-  block.values.resize(n);  // shrunk below; branch-free writes need room for every slot
-  std::size_t k = 0;
+  // Pass 1: one bit per slot (4 slots per SSE compare where available), and the count.
+  std::size_t count = 0;
   for (std::size_t base = 0; base < n; base += 64) {
     const std::size_t end = std::min(n, base + 64);
     std::uint64_t word = 0;
-    for (std::size_t p = base; p < end; ++p) {
-      const float v = slot_values[p];
-      const bool nz = v != 0.0f;
-      word |= static_cast<std::uint64_t>(nz) << (p - base);
-      block.values[k] = v;
-      k += nz;
+    std::size_t p = base;
+#ifdef __SSE2__
+    const __m128 zero = _mm_setzero_ps();
+    for (; p + 4 <= end; p += 4) {
+      const auto bits = _mm_movemask_ps(_mm_cmpneq_ps(_mm_loadu_ps(v + p), zero));
+      word |= static_cast<std::uint64_t>(bits) << (p - base);
     }
+#endif
+    for (; p < end; ++p) word |= static_cast<std::uint64_t>(v[p] != 0.0f) << (p - base);
     std::memcpy(block.bitmap.data() + base / 8, &word, (end - base + 7) / 8);
+    count += static_cast<std::size_t>(std::popcount(word));
   }
-  block.values.resize(k);
+  // Pass 2: the values of the set slots, in slot order.
+  block.values.resize(count);
+  std::size_t k = 0;
+  for (std::size_t base = 0; base < n; base += 64) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, block.bitmap.data() + base / 8,
+                std::min<std::size_t>(8, (n - base + 7) / 8));
+    while (word) {
+      block.values[k++] = v[base + static_cast<std::size_t>(std::countr_zero(word))];
+      word &= word - 1;
+    }
+  }
   return block;
 }
 
@@ -131,10 +150,9 @@ std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::u
     // Compact buffer over this server's slots (≈ M/n floats).
     std::vector<float> buffer(slots, 0.0f);
     for (const auto& e : received) buffer[layout.slot(e.index)] += e.value;
-    std::size_t nnz = 0;
-    for (float v : buffer) nnz += v != 0.0f;
+    auto enc = bitmap_encode(buffer);
+    const std::size_t nnz = enc.values.size();
     if (allow_bitmap && bitmap_is_smaller(slots, nnz, sizeof(Index))) {
-      const auto enc = bitmap_encode(buffer);
       w.bytes.reserve(kBlockHeader + enc.bitmap.size() + 4 * nnz);
       w.write(kBitmap);
       w.write<std::uint64_t>(nnz);
@@ -143,17 +161,20 @@ std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::u
       return std::move(w.bytes);
     }
     std::vector<Index> idx(nnz);
-    std::vector<float> val(nnz);
-    for (std::size_t s = 0, k = 0; s < slots; ++s) {
-      if (buffer[s] != 0.0f) {
-        idx[k] = static_cast<Index>(layout.index_of(server, s));
-        val[k++] = buffer[s];
+    std::size_t k = 0;
+    for (std::size_t base = 0; base < slots; base += 64) {
+      std::uint64_t word;
+      std::memcpy(&word, enc.bitmap.data() + base / 8, 8);  // slots is a multiple of 64
+      while (word) {
+        idx[k++] = static_cast<Index>(
+            layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
+        word &= word - 1;
       }
     }
     w.write(kCoo);
     w.write<std::uint64_t>(nnz);
     w.append(idx.data(), nnz * sizeof(Index));
-    w.append(val.data(), nnz * sizeof(float));
+    w.append(enc.values.data(), nnz * sizeof(float));
     return std::move(w.bytes);
   }
   // Few entries for many slots: sort them instead of scanning the slots. Slot order is index order
@@ -216,90 +237,62 @@ void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blo
     at += counts[j];
   }
 
-  // Pass 1: the global presence bitmap over [0, M). A bitmap block's granules are G-bit pieces of
-  // it (G = kZenGranule divides 64): granule g is bits [G·g mod 64, +G) of word G·g / 64.
+  // One pass in global index order: granule g belongs to server owner(g), and each server's
+  // granules come in increasing order in its block, so a cursor per server walks its block
+  // monotonically. The output is written strictly sequentially; no presence bitmap, no sort.
   constexpr std::uint64_t G = kZenGranule;
-  auto granule_bits = [](const std::uint8_t* keys, std::size_t k) {
-    std::uint64_t bits = 0;
-    std::memcpy(&bits, keys + k * (G / 8), G / 8);
-    return bits;
+  static_assert(G == 64, "the decoder reads one 64-bit bitmap word per granule");
+  const std::uint16_t* owner = layout.owner_table().data();
+  const std::uint64_t granules = (M + G - 1) / G;
+  struct Cursor {
+    std::uint64_t key = 0;    // bitmap: next granule word; COO: next entry
+    std::uint64_t value = 0;  // next value
   };
-  const std::size_t words = (M + 63) / 64;
-  std::vector<std::uint64_t> present(words, 0);
-  const std::uint64_t last_granule = (M - 1) / G;
-  const std::uint64_t valid_in_last = M - last_granule * G;  // 1..G
-  for (std::uint32_t j = 0; j < n; ++j) {
-    const View& v = views[j];
-    if (v.format == kBitmap) {
-      const auto granules = layout.granules(j);
-      std::uint64_t set = 0;
-      for (std::size_t k = 0; k < granules.size(); ++k) {
-        const std::uint64_t bits = granule_bits(v.keys, k);
-        const std::uint64_t g = granules[k];
-        if (g == last_granule && valid_in_last < G && (bits >> valid_in_last)) {
-          throw malformed(j, "bit past M");
-        }
-        present[g * G / 64] |= bits << (g * G % 64);
-        set += static_cast<std::uint64_t>(std::popcount(bits));
-      }
-      if (set != v.nnz) throw malformed(j, fmt::format("{} bits set for {} values", set, v.nnz));
-    } else {
-      for (std::uint64_t k = 0; k < v.nnz; ++k) {
-        Index x;
-        std::memcpy(&x, v.keys + k * sizeof(Index), sizeof(Index));
-        if (x >= M) throw malformed(j, fmt::format("index {} >= M = {}", x, M));
-        present[x / 64] |= std::uint64_t{1} << (x % 64);
-      }
-    }
-  }
-  // Pass 2: rank of each word's first member, then place every entry at its rank.
-  std::vector<std::uint64_t> prefix(words);
-  std::uint64_t running = 0;
-  for (std::size_t w = 0; w < words; ++w) {
-    prefix[w] = running;
-    running += static_cast<std::uint64_t>(std::popcount(present[w]));
-  }
-  if (running != total) throw std::runtime_error("zen: two pull blocks carry the same index");
+  std::vector<Cursor> cursor(n);
   out.elements = M;
   out.indices.resize(total);
   out.values.resize(total);
   Index* oi = out.indices.data();
   float* ov = out.values.data();
-  for (std::uint32_t j = 0; j < n; ++j) {
+  std::uint64_t pos = 0;
+  for (std::uint64_t g = 0; g < granules; ++g) {
+    const std::uint32_t j = owner[g];
     const View& v = views[j];
-    const std::uint8_t* values = v.values;
+    Cursor& c = cursor[j];
+    const std::uint64_t base = g * G;
     if (v.format == kBitmap) {
-      // A granule has one owner, so its bits in `present` are exactly this block's bits: its
-      // entries land at consecutive positions from the rank of its first bit.
-      const auto granules = layout.granules(j);
-      for (std::size_t k = 0; k < granules.size(); ++k) {
-        std::uint64_t bits = granule_bits(v.keys, k);
-        if (!bits) continue;
-        const std::uint64_t g = granules[k];
-        const std::uint64_t w = g * G / 64, shift = g * G % 64;
-        std::uint64_t pos = prefix[w];
-        if (shift)
-          pos += static_cast<std::uint64_t>(
-              std::popcount(present[w] & ((std::uint64_t{1} << shift) - 1)));
-        const std::uint64_t base = g * G;
-        while (bits) {
-          oi[pos] = static_cast<Index>(base + static_cast<std::uint64_t>(std::countr_zero(bits)));
-          std::memcpy(ov + pos, values, sizeof(float));
-          values += sizeof(float);
-          ++pos;
-          bits &= bits - 1;
-        }
+      std::uint64_t word;
+      std::memcpy(&word, v.keys + 8 * c.key++, 8);
+      if (!word) continue;
+      const auto count = static_cast<std::uint64_t>(std::popcount(word));
+      if (c.value + count > v.nnz || (base + 63 >= M && (word >> (M - base - 1) >> 1))) {
+        throw malformed(j, "bitmap does not match its values or has a bit past M");
       }
+      const std::uint8_t* vals = v.values + c.value * sizeof(float);
+      c.value += count;
+      for (std::uint64_t k = 0; k < count; ++k) {
+        oi[pos + k] = static_cast<Index>(base + static_cast<std::uint64_t>(std::countr_zero(word)));
+        std::memcpy(ov + pos + k, vals + k * sizeof(float), sizeof(float));
+        word &= word - 1;
+      }
+      pos += count;
     } else {
-      for (std::uint64_t k = 0; k < v.nnz; ++k) {
+      while (c.key < v.nnz) {
         Index x;
-        std::memcpy(&x, v.keys + k * sizeof(Index), sizeof(Index));
-        const std::uint64_t below = (std::uint64_t{1} << (x % 64)) - 1;
-        const std::uint64_t pos = prefix[x / 64] + std::popcount(present[x / 64] & below);
+        std::memcpy(&x, v.keys + c.key * sizeof(Index), sizeof(Index));
+        if (x >= base + G) break;
+        if (x < base || pos >= total) throw malformed(j, "COO indices unsorted or not owned");
         oi[pos] = x;
-        std::memcpy(ov + pos, values + k * sizeof(float), sizeof(float));
+        std::memcpy(ov + pos, v.values + c.key * sizeof(float), sizeof(float));
+        ++pos;
+        ++c.key;
       }
     }
+  }
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const bool complete = views[j].format == kBitmap ? cursor[j].value == views[j].nnz
+                                                     : cursor[j].key == views[j].nnz;
+    if (!complete) throw malformed(j, "entries left over (not owned by this server or past M)");
   }
 }
 
