@@ -91,7 +91,8 @@ void zen_partition(const SparseGradient<Index>& grad, const HashLayout& layout,
   for (std::uint32_t j = 1; j < servers; ++j) cursor[j] = cursor[j - 1] + part.counts[j - 1];
   part.entries.resize(nnz);
   auto* out = part.entries.data();
-  for (std::size_t i = 0; i < nnz; ++i) out[cursor[owner[i]]++] = {grad.indices[i], grad.values[i]};
+  const float* val = grad.values.data();
+  for (std::size_t i = 0; i < nnz; ++i) out[cursor[own[i]]++] = {idx[i], val[i]};
 }
 
 BitmapBlock bitmap_encode(std::span<const float> slot_values) {
