@@ -115,6 +115,16 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   SparseGradient<Index> grad = o.trace_dir.empty()
                                    ? sparse::generate_gradient<Index>(o.generator, comm.rank())
                                    : load_trace<Index>(comm, o.trace_dir, o.trace_step);
+  if (!o.dump_trace_dir.empty()) {
+    std::optional<std::string> problem;
+    try {
+      sparse::write_trace(sparse::trace_path(o.dump_trace_dir, 0, comm.rank()), grad, comm.rank(),
+                          comm.size(), 0);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    comm.agree(problem);
+  }
   const auto ch = gather_characteristics(comm, grad);
   const bool integer_values =
       o.trace_dir.empty() && o.generator.values == sparse::ValueKind::integer;

@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   sync_cmd->add_option("--warmup", bench.warmup, "untimed repetitions first");
   sync_cmd->add_option("--trace", bench.trace_dir, "read gradients from this trace directory");
   sync_cmd->add_option("--step", bench.trace_step, "trace step to use (default: the first)");
+  sync_cmd->add_option("--dump-trace", bench.dump_trace_dir,
+                       "write each rank's gradient to this directory as a trace (step 0)");
   sync_cmd->add_flag("--verify", bench.verify, "check every result against the dense reference");
   sync_cmd->add_flag("--json", bench.json, "one JSON object per scheme per line");
 

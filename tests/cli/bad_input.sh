@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad input ends with a clear error on every rank, never a hang or a crash.
+# Bad input ends with a clear error on every rank, never a hang or a crash; traces round-trip.
 # usage: bad_input.sh ATOLL_BINARY MAKE_TEST_TRACES_BINARY
 set -uo pipefail
 atoll=$1 make_traces=$2
@@ -48,5 +48,16 @@ if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/goo
   echo "ok   good-trace"
 else
   echo "FAIL good-trace"; cat "$tmp/good.out"; failures=$((failures + 1))
+fi
+# A synthetic gradient dumped as a trace reads back: analyze it, then synchronize from it.
+if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 5000 --density 0.05 \
+    --schemes zen --repeat 1 --dump-trace "$tmp/dumped" >"$tmp/dump.out" 2>&1 \
+  && timeout 60 "$atoll" analyze --trace "$tmp/dumped" --json >"$tmp/analyze.out" 2>&1 \
+  && grep -q '"workers":2' "$tmp/analyze.out" && grep -q '"density":0.05' "$tmp/analyze.out" \
+  && timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/dumped" --verify \
+    --repeat 1 >>"$tmp/dump.out" 2>&1; then
+  echo "ok   dump-analyze-replay"
+else
+  echo "FAIL dump-analyze-replay"; cat "$tmp/dump.out" "$tmp/analyze.out"; failures=$((failures + 1))
 fi
 exit $((failures > 0))

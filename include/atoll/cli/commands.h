@@ -26,6 +26,7 @@ struct BenchSyncOptions {
   int warmup = 1;
   std::string trace_dir;         // if set, gradients come from this trace instead of the generator
   std::int64_t trace_step = -1;  // -1: the first step present
+  std::string dump_trace_dir;    // if set, each rank writes its gradient there as step 0
   bool verify = false;
   bool json = false;
 };
