@@ -58,10 +58,14 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       block = zen_encode_pull_block<Index>(layout_, rank, received, pull_bitmap_);
       out.stats.pull_load_bytes = block.size() * (n - 1);
     }
+    std::vector<std::size_t> counts;
+    std::vector<std::uint8_t> all;
     {
       PhaseScope phase(comm, out.stats, "pull");
-      std::vector<std::size_t> counts;
-      const auto all = comm.allgatherv<std::uint8_t>(block, &counts);
+      all = comm.allgatherv<std::uint8_t>(block, &counts);
+    }
+    {
+      PhaseScope phase(comm, out.stats, "decode");
       out.dense_form = false;
       zen_decode_pull<Index>(layout_, all, counts, out.sparse);
     }
