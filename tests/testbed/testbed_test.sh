@@ -33,6 +33,15 @@ else
   cat /tmp/atoll-testbed-bench.out; fail "bench sync on the testbed"
 fi
 
+# The PyTorch peer (ProcessGroupGloo, dense and sparse allreduce) runs across the hosts and agrees
+# with the dense reference.
+if gloo=$(timeout 300 "$root/scripts/testbed-gloo" 4 --elements 100000 --density 0.01 --repeat 1 2>&1) \
+    && [ "$(grep -c '"verified":true' <<<"$gloo")" -eq 2 ]; then
+  echo "ok   gloo_dense and gloo_sparse on 4 testbed hosts"
+else
+  echo "$gloo"; fail "gloo peers on the testbed"
+fi
+
 # down removes every namespace, link and the bridge (they all live in the namespaces).
 "$root/scripts/testbed" down
 left=$(ip netns list | grep -c '^atoll-' || true)
