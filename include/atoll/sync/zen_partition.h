@@ -101,7 +101,6 @@ template <class Index>
 struct HashPartition {
   std::vector<std::size_t> counts;
   std::vector<sparse::Entry<Index>> entries;
-  std::vector<std::uint16_t> owner_scratch;  // reused between calls
 };
 
 // Counting sort by owner (layout.servers() servers, grad.elements == layout.elements()): two
