@@ -108,6 +108,11 @@ void run_all_cases(const std::string& scheme) {
         return sparse::generate_gradient<Index>(o, r);
       },
       true);
+  // Large enough for Zen's pull to be cut into slices (M/64 >= 256 granules).
+  for (double d : {0.002, 0.05}) {
+    expect_exact_sum<Index>(scheme, "zipf-int M=100003 d=" + std::to_string(d),
+                            zipf_case<Index>(100003, d, ValueKind::integer, 13), true);
+  }
   expect_exact_sum<Index>(scheme, "all empty",
                           fixed_case<Index>(M, [](int, int) { return std::vector<Index>{}; }),
                           true);
