@@ -97,9 +97,4 @@ inline std::uint64_t range_begin(std::uint64_t elements, std::uint32_t ranks, st
   return static_cast<std::uint64_t>(static_cast<unsigned __int128>(elements) * r / ranks);
 }
 
-// Sorts entries with unique indices by index. O(count + M/64) via a presence bitmap and popcount
-// ranks when the entries are dense enough, else a comparison sort.
-template <class Index>
-void sort_unique_by_index(std::uint64_t elements, std::vector<Index>& idx, std::vector<float>& val);
-
 }  // namespace atl::sync

@@ -134,20 +134,4 @@ TEST(ZenPull, RoundTripMatchesDenseSum) {
   }
 }
 
-TEST(SortUniqueByIndex, BothStrategiesSort) {
-  for (std::uint64_t M : {std::uint64_t{1} << 20, std::uint64_t{1000}}) {
-    std::vector<std::uint32_t> idx;
-    std::vector<float> val;
-    for (std::uint32_t x = 0; x < 1000; ++x) {
-      idx.push_back((x * 7919u) % 1000u);
-      val.push_back(float(idx.back()));
-    }
-    sort_unique_by_index(M, idx, val);
-    for (std::uint32_t x = 0; x < 1000; ++x) {
-      EXPECT_EQ(idx[x], x);
-      EXPECT_EQ(val[x], float(x));
-    }
-  }
-}
-
 }  // namespace
