@@ -28,7 +28,9 @@ TEST(ZenPartition, LosslessAndBalancedOnSkewedGradient) {
     for (std::size_t k = 0; k < part.counts[j]; ++k, ++at) {
       const auto& e = part.entries[at];
       EXPECT_EQ(zen_owner(e.index, n, 42), j);
-      if (k) EXPECT_LT(part.entries[at - 1].index, e.index);  // stable: sorted within a block
+      if (k) {
+        EXPECT_LT(part.entries[at - 1].index, e.index);  // stable: sorted within a block
+      }
       seen.emplace_back(e.index, e.value);
     }
   }
@@ -62,7 +64,9 @@ TEST(HashLayout, SlotsPartitionTheRangeAndInvert) {
       std::uint64_t previous = 0;
       for (std::size_t s = 0; s < layout.slot_count(j); ++s) {
         const auto x = layout.index_of(j, s);
-        if (s) EXPECT_LT(previous, x) << "slot order must be index order";
+        if (s) {
+          EXPECT_LT(previous, x) << "slot order must be index order";
+        }
         previous = x;
         if (x >= M) continue;  // slots of the partial last granule past M
         EXPECT_EQ(zen_owner(x, n, 5), j);

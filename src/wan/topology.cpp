@@ -1,0 +1,184 @@
+#include "atoll/wan/topology.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace atl::wan {
+namespace {
+
+constexpr double kEarthRadiusKm = 6371.0;
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> fields;
+  std::stringstream in(line);
+  std::string field;
+  while (std::getline(in, field, ',')) {
+    const auto b = field.find_first_not_of(" \t\r");
+    const auto e = field.find_last_not_of(" \t\r");
+    fields.push_back(b == std::string::npos ? "" : field.substr(b, e - b + 1));
+  }
+  return fields;
+}
+
+double parse_number(const std::string& text, const std::filesystem::path& file, int line,
+                    const char* what) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used != text.size() || !std::isfinite(v)) throw std::invalid_argument(text);
+    return v;
+  } catch (const std::exception&) {
+    throw TopologyError(
+        fmt::format("{}:{}: {} '{}' is not a number", file.string(), line, what, text));
+  }
+}
+
+}  // namespace
+
+double great_circle_km(double lat1_deg, double lon1_deg, double lat2_deg, double lon2_deg) {
+  const double rad = M_PI / 180.0;
+  const double dlat = (lat2_deg - lat1_deg) * rad, dlon = (lon2_deg - lon1_deg) * rad;
+  const double a =
+      std::sin(dlat / 2) * std::sin(dlat / 2) +
+      std::cos(lat1_deg * rad) * std::cos(lat2_deg * rad) * std::sin(dlon / 2) * std::sin(dlon / 2);
+  return 2 * kEarthRadiusKm * std::asin(std::min(1.0, std::sqrt(a)));
+}
+
+Topology::Topology(std::vector<Site> sites, const LatencyModel& model) : sites_(std::move(sites)) {
+  if (sites_.size() < 2) {
+    throw TopologyError(fmt::format("a topology needs at least two sites (got {})", sites_.size()));
+  }
+  for (std::size_t i = 0; i < sites_.size(); ++i) {
+    const Site& s = sites_[i];
+    if (!(s.egress_bytes_per_s > 0) || !(s.ingress_bytes_per_s > 0)) {
+      throw TopologyError(
+          fmt::format("site {}: bandwidth must be positive (egress {} B/s, ingress {} B/s)", s.code,
+                      s.egress_bytes_per_s, s.ingress_bytes_per_s));
+    }
+    if (std::abs(s.latitude_deg) > 90 || std::abs(s.longitude_deg) > 180) {
+      throw TopologyError(fmt::format("site {}: coordinates ({}, {}) out of range", s.code,
+                                      s.latitude_deg, s.longitude_deg));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (sites_[j].code == s.code) throw TopologyError("duplicate site code " + s.code);
+    }
+  }
+  const std::size_t n = sites_.size();
+  latency_s_.assign(n * n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const double km = great_circle_km(sites_[i].latitude_deg, sites_[i].longitude_deg,
+                                        sites_[j].latitude_deg, sites_[j].longitude_deg);
+      const double inflation = sites_[i].continent == sites_[j].continent
+                                   ? model.inflation_same_continent
+                                   : model.inflation_cross_continent;
+      latency_s_[i * n + j] = km * inflation / model.fiber_km_per_s;
+    }
+  }
+}
+
+std::size_t Topology::index_of(const std::string& code) const {
+  for (std::size_t i = 0; i < sites_.size(); ++i)
+    if (sites_[i].code == code) return i;
+  std::string known;
+  for (const auto& s : sites_) known += (known.empty() ? "" : ", ") + s.code;
+  throw TopologyError(fmt::format("unknown site '{}' (known: {})", code, known));
+}
+
+void Topology::set_latency_matrix(const std::vector<double>& seconds) {
+  const std::size_t n = size();
+  if (seconds.size() != n * n) {
+    throw TopologyError(
+        fmt::format("latency matrix has {} entries, need {}", seconds.size(), n * n));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      const double v = seconds[i * n + j];
+      if (!(v >= 0) || (i == j && v != 0)) {
+        throw TopologyError(
+            fmt::format("latency {} -> {} = {} s is invalid", sites_[i].code, sites_[j].code, v));
+      }
+    }
+  }
+  latency_s_ = seconds;
+}
+
+Topology load_topology_csv(const std::filesystem::path& file, const SiteDefaults& defaults,
+                           const LatencyModel& model) {
+  std::ifstream in(file);
+  if (!in) throw TopologyError("cannot read topology file " + file.string());
+  std::vector<Site> sites;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    const auto f = split_csv(line);
+    if (f.size() != 5 && f.size() != 8) {
+      throw TopologyError(fmt::format(
+          "{}:{}: expected 5 or 8 columns (code,name,continent,latitude_deg,longitude_deg"
+          "[,egress_gbps,ingress_gbps,fpga_memory_mb]), got {}",
+          file.string(), number, f.size()));
+    }
+    Site s;
+    s.code = f[0];
+    s.name = f[1];
+    s.continent = f[2];
+    s.latitude_deg = parse_number(f[3], file, number, "latitude");
+    s.longitude_deg = parse_number(f[4], file, number, "longitude");
+    s.egress_bytes_per_s = defaults.egress_bytes_per_s;
+    s.ingress_bytes_per_s = defaults.ingress_bytes_per_s;
+    s.fpga_memory_bytes = defaults.fpga_memory_bytes;
+    if (f.size() == 8) {
+      s.egress_bytes_per_s = parse_number(f[5], file, number, "egress_gbps") * 1e9 / 8;
+      s.ingress_bytes_per_s = parse_number(f[6], file, number, "ingress_gbps") * 1e9 / 8;
+      const double mb = parse_number(f[7], file, number, "fpga_memory_mb");
+      if (mb < 0)
+        throw TopologyError(fmt::format("{}:{}: negative FPGA memory", file.string(), number));
+      s.fpga_memory_bytes = static_cast<std::uint64_t>(mb * 1e6);
+    }
+    sites.push_back(std::move(s));
+  }
+  return Topology(std::move(sites), model);
+}
+
+void load_latency_matrix_csv(Topology& topology, const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw TopologyError("cannot read latency matrix " + file.string());
+  std::string line;
+  std::vector<std::size_t> columns;
+  const std::size_t n = topology.size();
+  std::vector<double> seconds(n * n, -1.0);
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') continue;
+    const auto f = split_csv(line);
+    if (columns.empty()) {
+      for (std::size_t k = 1; k < f.size(); ++k) columns.push_back(topology.index_of(f[k]));
+      continue;
+    }
+    if (f.size() != columns.size() + 1) {
+      throw TopologyError(fmt::format("{}:{}: {} columns, header has {}", file.string(), number,
+                                      f.size(), columns.size() + 1));
+    }
+    const std::size_t row = topology.index_of(f[0]);
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+      seconds[row * n + columns[k]] = parse_number(f[k + 1], file, number, "latency_ms") / 1e3;
+    }
+  }
+  for (std::size_t i = 0; i < n * n; ++i) {
+    if (seconds[i] < 0) {
+      throw TopologyError(fmt::format("latency matrix {} lacks {} -> {}", file.string(),
+                                      topology.site(i / n).code, topology.site(i % n).code));
+    }
+  }
+  topology.set_latency_matrix(seconds);
+}
+
+}  // namespace atl::wan

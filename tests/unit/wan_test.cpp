@@ -1,0 +1,121 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "atoll/wan/mixing.h"
+#include "atoll/wan/topology.h"
+
+namespace {
+using namespace atl::wan;
+
+Site site(std::string code, std::string continent, double lat, double lon) {
+  Site s;
+  s.code = code;
+  s.name = code;
+  s.continent = continent;
+  s.latitude_deg = lat;
+  s.longitude_deg = lon;
+  s.egress_bytes_per_s = s.ingress_bytes_per_s = 1e9;
+  s.fpga_memory_bytes = 1 << 20;
+  return s;
+}
+
+TEST(Topology, GreatCircleAndLatencyByLinkClass) {
+  // A quarter of the equator: 2π·6371/4 = 10007.5 km.
+  EXPECT_NEAR(great_circle_km(0, 0, 0, 90), 2 * M_PI * 6371 / 4, 1e-6);
+  // Pole to equator along a meridian: the same quarter circle.
+  EXPECT_NEAR(great_circle_km(90, 0, 0, 45), 2 * M_PI * 6371 / 4, 1e-6);
+  // London - New York (published great-circle distance ≈ 5570 km).
+  const double lon_nyc = great_circle_km(51.51, -0.13, 40.71, -74.01);
+  EXPECT_NEAR(lon_nyc, 5570, 20);
+  const Topology t({site("LON", "Europe", 51.51, -0.13),
+                    site("NYC", "North America", 40.71, -74.01),
+                    site("AMS", "Europe", 52.37, 4.90)});
+  EXPECT_NEAR(t.latency_s(0, 1), lon_nyc * 1.5 / 204000, 1e-12);  // cross-continent inflation
+  const double lon_ams = great_circle_km(51.51, -0.13, 52.37, 4.90);
+  EXPECT_NEAR(t.latency_s(0, 2), lon_ams * 1.2 / 204000, 1e-12);  // same continent
+  EXPECT_DOUBLE_EQ(t.latency_s(1, 1), 0.0);
+  EXPECT_DOUBLE_EQ(t.latency_s(0, 1), t.latency_s(1, 0));
+}
+
+TEST(Topology, DefaultNineCitiesLoad) {
+  const auto t = load_topology_csv(std::filesystem::path(ATOLL_SOURCE_DIR) / "data/cities-9.csv");
+  ASSERT_EQ(t.size(), 9u);
+  const auto tyo = t.index_of("TYO"), lon = t.index_of("LON");
+  EXPECT_GT(t.latency_s(tyo, lon), 0.05);  // Tokyo-London ≈ 9,560 km: ~70 ms one way
+  EXPECT_LT(t.latency_s(tyo, lon), 0.1);
+  EXPECT_EQ(t.site(lon).fpga_memory_bytes, SiteDefaults{}.fpga_memory_bytes);
+}
+
+TEST(Topology, BadInputNamesTheProblem) {
+  auto bad = site("X", "Europe", 0, 0);
+  bad.egress_bytes_per_s = -1;
+  EXPECT_THROW(Topology({site("A", "Europe", 0, 0), bad}), TopologyError);
+  EXPECT_THROW(Topology({site("A", "Europe", 0, 0)}), TopologyError);  // one site
+  const Topology t({site("A", "Europe", 0, 0), site("B", "Europe", 1, 1)});
+  try {
+    t.index_of("PAR");
+    FAIL();
+  } catch (const TopologyError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown site 'PAR'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_topology_csv("/nonexistent/sites.csv"), TopologyError);
+}
+
+TEST(Topology, MeasuredLatencyMatrixOverrides) {
+  Topology t({site("A", "Europe", 0, 0), site("B", "Asia", 10, 10)});
+  const auto file = std::filesystem::temp_directory_path() / "atoll-latency-test.csv";
+  std::ofstream(file) << "code,B,A\nB,0,7.5\nA,7.5,0\n";
+  load_latency_matrix_csv(t, file);
+  EXPECT_DOUBLE_EQ(t.latency_s(0, 1), 0.0075);
+  std::ofstream(file) << "code,A\nA,0\n";
+  EXPECT_THROW(load_latency_matrix_csv(t, file), TopologyError);  // B missing
+  std::filesystem::remove(file);
+}
+
+TEST(Mixing, AllToAllReachesConsensusInOneRound) {
+  const Schedule all{{{0, 1, 2, 3, 4, 5, 6, 7, 8}}};
+  EXPECT_NEAR(consensus_rate(all, 9), 0.0, 1e-12);
+  EXPECT_EQ(rounds_to_consensus(all, 9, 1e-3), std::optional<std::size_t>(1));
+}
+
+TEST(Mixing, OrthogonalTriadsOfTheAffinePlaneReachExactConsensusInTwoRounds) {
+  // Sites on a 3×3 grid: rows, then columns (two parallel classes of AG(2,3)).
+  const Partition rows{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}};
+  const Partition cols{{0, 3, 6}, {1, 4, 7}, {2, 5, 8}};
+  const Schedule triads{rows, cols};
+  EXPECT_NEAR(consensus_error(triads, 9, 1), 1.0,
+              1e-12);  // one round of triads mixes nothing across
+  EXPECT_NEAR(consensus_rate(triads, 9), 0.0, 1e-12);
+  EXPECT_EQ(rounds_to_consensus(triads, 9, 1e-3), std::optional<std::size_t>(2));
+  // The same triads every round never mix across them.
+  EXPECT_NEAR(consensus_rate(Schedule{rows}, 9), 1.0, 1e-12);
+  EXPECT_FALSE(rounds_to_consensus(Schedule{rows}, 9, 1e-3, 50).has_value());
+}
+
+TEST(Mixing, PairsOnARingMixSlowlyButSurely) {
+  // On 4 sites, pairs {01,23} then {12,30} are the rows and columns of a 2×2 grid: exact
+  // consensus after 2 rounds. On a ring of 6 sites, alternating pairs only mix gradually.
+  EXPECT_NEAR(consensus_rate(Schedule{{{0, 1}, {2, 3}}, {{1, 2}, {3, 0}}}, 4), 0.0, 1e-12);
+  const Schedule ring{{{0, 1}, {2, 3}, {4, 5}}, {{1, 2}, {3, 4}, {5, 0}}};
+  const double rho = consensus_rate(ring, 6);
+  EXPECT_GT(rho, 0.1);
+  EXPECT_LT(rho, 1.0);
+  const auto t = rounds_to_consensus(ring, 6, 1e-3);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_LE(consensus_error(ring, 6, *t), 1e-3);
+  EXPECT_GT(consensus_error(ring, 6, *t - 1), 1e-3);
+  // Over whole periods the error falls geometrically at rate ρ (W symmetric: ||(Φ-J)^k|| <= ρ^k).
+  EXPECT_LE(consensus_error(ring, 6, 10), std::pow(rho, 5) + 1e-12);
+}
+
+TEST(Mixing, BadInput) {
+  EXPECT_THROW(mixing_matrix({{0, 1}, {1, 2}}, 3), std::invalid_argument);  // site twice
+  EXPECT_THROW(mixing_matrix({{0, 5}}, 3), std::invalid_argument);          // out of range
+  EXPECT_THROW(rounds_to_consensus({{{0, 1}}}, 2, 0.0), std::invalid_argument);
+  EXPECT_THROW(rounds_to_consensus({{{0, 1}}}, 2, 1.5), std::invalid_argument);
+}
+
+}  // namespace
