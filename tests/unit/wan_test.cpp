@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "atoll/wan/mixing.h"
+#include "atoll/wan/round_model.h"
 #include "atoll/wan/topology.h"
 
 namespace {
@@ -116,6 +117,54 @@ TEST(Mixing, BadInput) {
   EXPECT_THROW(mixing_matrix({{0, 5}}, 3), std::invalid_argument);          // out of range
   EXPECT_THROW(rounds_to_consensus({{{0, 1}}}, 2, 0.0), std::invalid_argument);
   EXPECT_THROW(rounds_to_consensus({{{0, 1}}}, 2, 1.5), std::invalid_argument);
+}
+
+// Three sites on a line, hand-computed: latencies A-B 10 ms, B-C 20 ms, A-C 30 ms (measured
+// matrix).
+Topology line_topology(std::uint64_t fpga_memory) {
+  std::vector<Site> sites{site("A", "X", 0, 0), site("B", "X", 0, 1), site("C", "X", 0, 2)};
+  for (auto& s : sites) {
+    s.egress_bytes_per_s = s.ingress_bytes_per_s = 1e9;
+    s.fpga_memory_bytes = fpga_memory;
+  }
+  Topology t(sites);
+  t.set_latency_matrix({0, 0.010, 0.030, 0.010, 0, 0.020, 0.030, 0.020, 0});
+  return t;
+}
+
+TEST(RoundModel, UnicastSendsKMinusOneCopies) {
+  const auto t = line_topology(1 << 30);
+  RoundOptions o;
+  o.payload_bytes = 1e8;  // 0.1 s at 1 GB/s
+  // Each of 3 members sends 2 copies: 0.2 s on the wire, plus the longest latency 30 ms.
+  EXPECT_NEAR(clique_cost(t, {0, 1, 2}, Transport::unicast, o).time_s, 0.030 + 0.2, 1e-12);
+  EXPECT_NEAR(clique_cost(t, {0, 1}, Transport::unicast, o).time_s, 0.010 + 0.1, 1e-12);
+}
+
+TEST(RoundModel, FpgaBufferForAHandComputedClique) {
+  RoundOptions o;
+  o.payload_bytes = 1e8;
+  o.chunk_bytes = 1000;
+  // Receiver A hears B after 10 ms and C after 30 ms: skew 20 ms; receiver B: 10 and 20 ms ->
+  // 10 ms; receiver C: 30 and 20 ms -> 10 ms. At line rate 1 GB/s the worst buffer is at A:
+  // 1e9 · 0.020 + 2 · 1000 = 20,002,000 bytes.
+  const auto roomy = line_topology(std::uint64_t{1} << 30);
+  const auto c = clique_cost(roomy, {0, 1, 2}, Transport::multicast_fpga, o);
+  EXPECT_DOUBLE_EQ(c.buffer_bytes, 1e9 * 0.020 + 2000);
+  EXPECT_FALSE(c.throttled);
+  EXPECT_NEAR(c.time_s, 0.030 + 0.1, 1e-12);  // one copy on each link, whatever k
+  // 10 MB of FPGA memory: A throttles the clique to (10e6 - 2000) / 0.020 B/s.
+  const auto tight = line_topology(10'000'000);
+  const auto d = clique_cost(tight, {0, 1, 2}, Transport::multicast_fpga, o);
+  EXPECT_TRUE(d.throttled);
+  EXPECT_NEAR(d.rate_bytes_per_s, (10e6 - 2000) / 0.020, 1e-3);
+  EXPECT_NEAR(d.time_s, 0.030 + 1e8 / ((10e6 - 2000) / 0.020), 1e-9);
+  // Pairs have no skew: line rate with any memory that holds one chunk.
+  EXPECT_FALSE(clique_cost(tight, {0, 2}, Transport::multicast_fpga, o).throttled);
+  // Memory below one chunk per stream: infeasible.
+  const auto tiny = line_topology(500);
+  EXPECT_FALSE(clique_cost(tiny, {0, 1}, Transport::multicast_fpga, o).feasible);
+  EXPECT_TRUE(std::isinf(round_time(tiny, {{0, 1}}, Transport::multicast_fpga, o)));
 }
 
 }  // namespace

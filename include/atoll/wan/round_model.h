@@ -1,0 +1,53 @@
+// Cost of one synchronization round over the WAN (the model of wan.md, made precise here).
+//
+// A round is a partition of the sites into cliques; every member of a clique sends its payload of
+// S bytes to every other member; cliques run in parallel; the round ends when the slowest clique
+// ends (plus the compute between rounds).
+//
+// Unicast full mesh, clique C of k sites: sender s splits its egress over k-1 flows and receiver r
+// its ingress over k-1 flows, so the flow s->r runs at min(E_s, I_r)/(k-1) and ends at
+// ℓ_sr + (k-1)·S / min(E_s, I_r). Clique time: the latest flow.
+//
+// Multicast + edge-FPGA aggregation: each sender emits one stream at rate R (the network
+// replicates it), the FPGA at each receiver's edge sums the k-1 inbound streams chunk by chunk and
+// forwards one stream over the ingress link. Line rate R_line = min over members of egress and
+// ingress. Streams from near peers arrive early and wait in the FPGA for the matching chunk of the
+// farthest peer: at rate R receiver r needs
+//     B_r(R) = R · Σ_{s≠r} (ℓ_max,r − ℓ_sr) + (k−1) · chunk
+// bytes (the skew buffer plus one chunk in flight per stream). Throttling rule: if B_r(R_line)
+// exceeds the FPGA memory M_r, all senders of the clique slow down to the largest R with
+// B_r(R) ≤ M_r for every member; a clique is infeasible when M_r < (k−1)·chunk for some member.
+// Clique time: max ℓ in the clique + S / R.
+#pragma once
+
+#include <cstdint>
+
+#include "atoll/wan/mixing.h"
+#include "atoll/wan/topology.h"
+
+namespace atl::wan {
+
+enum class Transport { unicast, multicast_fpga };
+
+struct RoundOptions {
+  double payload_bytes = 100e6;                        // S
+  std::uint64_t chunk_bytes = std::uint64_t{1} << 20;  // FPGA aggregation unit
+  double compute_s = 0;                                // local work between rounds
+};
+
+struct CliqueCost {
+  double time_s = 0;
+  double rate_bytes_per_s = 0;  // per sender (multicast) or per flow (unicast)
+  double buffer_bytes = 0;      // largest FPGA buffer needed at line rate (multicast only)
+  bool throttled = false;
+  bool feasible = true;  // false: some member's FPGA cannot hold one chunk per stream
+};
+
+CliqueCost clique_cost(const Topology& topology, const Clique& clique, Transport transport,
+                       const RoundOptions& options);
+
+// Time of one round (slowest clique + compute); +infinity if a clique is infeasible.
+double round_time(const Topology& topology, const Partition& round, Transport transport,
+                  const RoundOptions& options);
+
+}  // namespace atl::wan

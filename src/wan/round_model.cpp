@@ -1,0 +1,72 @@
+#include "atoll/wan/round_model.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace atl::wan {
+
+CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transport,
+                       const RoundOptions& o) {
+  CliqueCost cost;
+  const std::size_t k = clique.size();
+  if (k < 2) return cost;  // an idle site
+  double max_latency = 0;
+  for (auto s : clique)
+    for (auto r : clique)
+      if (s != r) max_latency = std::max(max_latency, t.latency_s(s, r));
+  if (transport == Transport::unicast) {
+    double worst = 0, slowest_rate = std::numeric_limits<double>::infinity();
+    for (auto s : clique) {
+      for (auto r : clique) {
+        if (s == r) continue;
+        const double link = std::min(t.site(s).egress_bytes_per_s, t.site(r).ingress_bytes_per_s);
+        worst = std::max(worst, t.latency_s(s, r) + (k - 1) * o.payload_bytes / link);
+        slowest_rate = std::min(slowest_rate, link / (k - 1));
+      }
+    }
+    cost.time_s = worst;
+    cost.rate_bytes_per_s = slowest_rate;
+    return cost;
+  }
+  double rate = std::numeric_limits<double>::infinity();
+  for (auto m : clique) {
+    rate = std::min({rate, t.site(m).egress_bytes_per_s, t.site(m).ingress_bytes_per_s});
+  }
+  const double line_rate = rate;
+  for (auto r : clique) {
+    double latest = 0, skew_sum = 0;
+    for (auto s : clique)
+      if (s != r) latest = std::max(latest, t.latency_s(s, r));
+    for (auto s : clique)
+      if (s != r) skew_sum += latest - t.latency_s(s, r);
+    const double fixed = static_cast<double>(k - 1) * static_cast<double>(o.chunk_bytes);
+    const double memory = static_cast<double>(t.site(r).fpga_memory_bytes);
+    cost.buffer_bytes = std::max(cost.buffer_bytes, line_rate * skew_sum + fixed);
+    if (memory < fixed) {
+      cost.feasible = false;
+      cost.time_s = std::numeric_limits<double>::infinity();
+      return cost;
+    }
+    if (skew_sum > 0) rate = std::min(rate, (memory - fixed) / skew_sum);
+  }
+  if (!(rate > 0)) {
+    cost.feasible = false;
+    cost.time_s = std::numeric_limits<double>::infinity();
+    return cost;
+  }
+  cost.throttled = rate < line_rate;
+  cost.rate_bytes_per_s = rate;
+  cost.time_s = max_latency + o.payload_bytes / rate;
+  return cost;
+}
+
+double round_time(const Topology& t, const Partition& round, Transport transport,
+                  const RoundOptions& o) {
+  validate_partition(round, t.size());
+  double worst = 0;
+  for (const auto& clique : round)
+    worst = std::max(worst, clique_cost(t, clique, transport, o).time_s);
+  return worst + o.compute_s;
+}
+
+}  // namespace atl::wan
