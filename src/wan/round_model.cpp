@@ -7,6 +7,11 @@ namespace atl::wan {
 
 CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transport,
                        const RoundOptions& o) {
+  if (transport == Transport::best) {
+    const auto u = clique_cost(t, clique, Transport::unicast, o);
+    const auto m = clique_cost(t, clique, Transport::multicast_fpga, o);
+    return m.time_s <= u.time_s ? m : u;
+  }
   CliqueCost cost;
   const std::size_t k = clique.size();
   if (k < 2) return cost;  // an idle site

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "atoll/wan/mixing.h"
+#include "atoll/wan/planner.h"
 #include "atoll/wan/round_model.h"
 #include "atoll/wan/topology.h"
 
@@ -165,6 +166,52 @@ TEST(RoundModel, FpgaBufferForAHandComputedClique) {
   const auto tiny = line_topology(500);
   EXPECT_FALSE(clique_cost(tiny, {0, 1}, Transport::multicast_fpga, o).feasible);
   EXPECT_TRUE(std::isinf(round_time(tiny, {{0, 1}}, Transport::multicast_fpga, o)));
+}
+
+TEST(Planner, PartitionsWithoutSingletons) {
+  EXPECT_EQ(partitions_without_singletons(2).size(), 1u);
+  EXPECT_EQ(partitions_without_singletons(4).size(), 4u);  // {0123}, {01|23}, {02|13}, {03|12}
+  EXPECT_EQ(partitions_without_singletons(9).size(), 3425u);
+}
+
+// The paper's finding on the nine-city topology: little FPGA memory -> rotating triads; enough to
+// absorb the long-haul skew -> all-to-all.
+TEST(Planner, SmallMemoryRotatesTriadsLargeMemoryGoesAllToAll) {
+  PlanOptions o;
+  o.round.payload_bytes = 100e6;
+  SiteDefaults small;
+  small.fpga_memory_bytes = 8'000'000;
+  const auto ts =
+      load_topology_csv(std::filesystem::path(ATOLL_SOURCE_DIR) / "data/cities-9.csv", small);
+  const auto p = plan_exhaustive(ts, o);
+  EXPECT_EQ(p.max_clique_size, 3u);
+  EXPECT_EQ(p.schedule.size(), 2u);
+  EXPECT_EQ(p.rounds, std::optional<std::size_t>(2));  // orthogonal triads: exact after 2 rounds
+  SiteDefaults large;
+  large.fpga_memory_bytes = std::uint64_t{32} << 30;
+  const auto tl =
+      load_topology_csv(std::filesystem::path(ATOLL_SOURCE_DIR) / "data/cities-9.csv", large);
+  const auto q = plan_exhaustive(tl, o);
+  EXPECT_EQ(q.max_clique_size, 9u);
+  EXPECT_EQ(q.rounds, std::optional<std::size_t>(1));
+  // Never later than any baseline.
+  for (const auto& b : baselines(ts, o))
+    EXPECT_LE(p.time_to_consensus_s, b.time_to_consensus_s) << b.name;
+  for (const auto& b : baselines(tl, o))
+    EXPECT_LE(q.time_to_consensus_s, b.time_to_consensus_s) << b.name;
+}
+
+TEST(Planner, BadInput) {
+  PlanOptions o;
+  SiteDefaults tiny;
+  tiny.fpga_memory_bytes = 1000;  // less than one chunk
+  const auto t =
+      load_topology_csv(std::filesystem::path(ATOLL_SOURCE_DIR) / "data/cities-9.csv", tiny);
+  // Unicast still works without FPGA memory, so a plan exists; with multicast only it would not.
+  EXPECT_NO_THROW(plan_exhaustive(t, o));
+  EXPECT_TRUE(std::isinf(round_time(t, {{0, 1}}, Transport::multicast_fpga, o.round)));
+  o.epsilon = 0;
+  EXPECT_THROW(plan_exhaustive(t, o), std::invalid_argument);
 }
 
 }  // namespace

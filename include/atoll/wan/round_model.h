@@ -27,7 +27,9 @@
 
 namespace atl::wan {
 
-enum class Transport { unicast, multicast_fpga };
+// `best`: each clique uses whichever of the two finishes first (an intelligent network can fall
+// back to unicast for a clique whose skew the FPGAs cannot absorb).
+enum class Transport { unicast, multicast_fpga, best };
 
 struct RoundOptions {
   double payload_bytes = 100e6;                        // S

@@ -1,0 +1,55 @@
+// The schedule planner: which rotating cliques of sites should synchronize in each round so that
+// all sites reach ε-consensus soonest (wan.md), under each site's FPGA memory.
+//
+// Search space (exhaustive where N allows): periodic schedules of period 1 or 2 whose rounds are
+// partitions of all N sites into cliques of at least two sites (3,425 partitions for N = 9).
+// Candidates are ranked by an upper bound on their time to ε-consensus, 2·⌈log ε / log ρ⌉ rounds
+// of (τ1 + τ2)/2 each, where ρ is the period's consensus rate (power iteration); a pair is skipped
+// when even its lower bound τ1 + τ2 cannot beat the best found. The chosen schedule's figures are
+// then computed exactly (rounds_to_consensus). Period 2 contains the affine-plane triads: any two
+// orthogonal parallel classes of AG(2,3) already reach exact consensus.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atoll/wan/mixing.h"
+#include "atoll/wan/round_model.h"
+#include "atoll/wan/topology.h"
+
+namespace atl::wan {
+
+struct PlanOptions {
+  RoundOptions round;
+  double epsilon = 1e-3;
+  std::size_t max_rounds = 100000;
+};
+
+struct EvaluatedSchedule {
+  std::string name;
+  Transport transport = Transport::multicast_fpga;
+  Schedule schedule;
+  std::vector<double> round_times_s;  // one per round of the period
+  double rho = 1;                     // consensus rate of one period
+  std::optional<std::size_t> rounds;  // rounds to ε-consensus
+  double time_to_consensus_s = 0;     // +inf if never
+  std::size_t max_clique_size = 0;
+};
+
+EvaluatedSchedule evaluate(const Topology& topology, std::string name, Schedule schedule,
+                           Transport transport, const PlanOptions& options);
+
+// Every partition of {0..n-1} into blocks of size >= 2 (n <= 12).
+std::vector<Partition> partitions_without_singletons(std::size_t n);
+
+// Exhaustive search over period-1 and period-2 schedules; each clique uses multicast + FPGA or
+// unicast, whichever is faster for it (Transport::best). Named "planned". std::invalid_argument if
+// epsilon is not in (0, 1) or no clique fits any site's FPGA memory.
+EvaluatedSchedule plan_exhaustive(const Topology& topology, const PlanOptions& options);
+
+// The comparison points: all-to-all unicast, all-to-all multicast + FPGA, ring allreduce across
+// sites, hierarchical (continents, then one leader per continent, then continents again).
+std::vector<EvaluatedSchedule> baselines(const Topology& topology, const PlanOptions& options);
+
+}  // namespace atl::wan

@@ -1,0 +1,199 @@
+#include "atoll/wan/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+namespace atl::wan {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void enumerate(std::size_t n, std::vector<int>& block_of, std::size_t next, int blocks,
+               std::vector<Partition>& out) {
+  if (next == n) {
+    Partition p(static_cast<std::size_t>(blocks));
+    for (std::size_t i = 0; i < n; ++i) p[static_cast<std::size_t>(block_of[i])].push_back(i);
+    for (const auto& c : p)
+      if (c.size() < 2) return;
+    out.push_back(std::move(p));
+    return;
+  }
+  for (int b = 0; b <= blocks; ++b) {
+    block_of[next] = b;
+    enumerate(n, block_of, next + 1, std::max(blocks, b + 1), out);
+  }
+}
+
+// (W - J)x for the clique-averaging W of `round` (x orthogonal to 1 stays so).
+void apply(const Partition& round, std::vector<double>& x) {
+  for (const auto& c : round) {
+    double mean = 0;
+    for (auto i : c) mean += x[i];
+    mean /= static_cast<double>(c.size());
+    for (auto i : c) x[i] = mean;
+  }
+  const double total = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
+  for (auto& v : x) v -= total;
+}
+
+// ρ = ||(Wb - J)(Wa - J)||₂ by power iteration on (Wa-J)(Wb-J)(Wa-J) (W - J are projections).
+double pair_rho(const Partition& a, const Partition& b, std::size_t n) {
+  std::vector<double> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(1.0 + 7.0 * static_cast<double>(i));
+  double lambda = 0;
+  for (int it = 0; it < 60; ++it) {
+    apply(a, x);
+    apply(b, x);
+    apply(a, x);
+    double norm = 0;
+    for (double v : x) norm += v * v;
+    norm = std::sqrt(norm);
+    if (norm < 1e-300) return 0.0;
+    lambda = norm;  // converges to the top eigenvalue of the PSD operator (x normalised below)
+    for (auto& v : x) v /= norm;
+  }
+  return std::sqrt(std::max(0.0, lambda));
+}
+
+std::size_t max_clique(const Schedule& s) {
+  std::size_t m = 0;
+  for (const auto& r : s)
+    for (const auto& c : r) m = std::max(m, c.size());
+  return m;
+}
+
+}  // namespace
+
+std::vector<Partition> partitions_without_singletons(std::size_t n) {
+  if (n > 12)
+    throw std::invalid_argument(fmt::format("exhaustive partitions need n <= 12 (got {})", n));
+  std::vector<Partition> out;
+  std::vector<int> block_of(n, 0);
+  if (n >= 2) enumerate(n, block_of, 1, 1, out);
+  return out;
+}
+
+EvaluatedSchedule evaluate(const Topology& t, std::string name, Schedule schedule,
+                           Transport transport, const PlanOptions& o) {
+  EvaluatedSchedule e;
+  e.name = std::move(name);
+  e.transport = transport;
+  e.schedule = std::move(schedule);
+  for (const auto& r : e.schedule) e.round_times_s.push_back(round_time(t, r, transport, o.round));
+  e.rho = consensus_rate(e.schedule, t.size());
+  e.rounds = rounds_to_consensus(e.schedule, t.size(), o.epsilon, o.max_rounds);
+  e.max_clique_size = max_clique(e.schedule);
+  e.time_to_consensus_s = kInf;
+  if (e.rounds) {
+    double time = 0;
+    for (std::size_t r = 0; r < *e.rounds; ++r) time += e.round_times_s[r % e.round_times_s.size()];
+    e.time_to_consensus_s = time;
+  }
+  return e;
+}
+
+EvaluatedSchedule plan_exhaustive(const Topology& t, const PlanOptions& o) {
+  if (!(o.epsilon > 0 && o.epsilon < 1)) {
+    throw std::invalid_argument(fmt::format("epsilon must be in (0, 1) (got {})", o.epsilon));
+  }
+  const std::size_t n = t.size();
+  auto parts = partitions_without_singletons(n);
+  std::vector<double> tau(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    tau[i] = round_time(t, parts[i], Transport::best, o.round);
+  std::vector<std::size_t> order(parts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return tau[a] < tau[b]; });
+  if (std::isinf(tau[order.front()])) {
+    throw std::invalid_argument(
+        "FPGA memory too small for any clique: every site needs room for one chunk per inbound "
+        "stream");
+  }
+  // Period 1: only the all-sites clique mixes everything in one round.
+  double best = kInf;
+  Schedule best_schedule;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].size() == 1 && tau[i] < best) {
+      best = tau[i];
+      best_schedule = {parts[i]};
+    }
+  }
+  const double log_eps = std::log(o.epsilon);
+  for (std::size_t ia = 0; ia < order.size(); ++ia) {
+    const auto a = order[ia];
+    if (2 * tau[a] >= best) break;
+    for (std::size_t ib = ia; ib < order.size(); ++ib) {
+      const auto b = order[ib];
+      if (tau[a] + tau[b] >= best) break;
+      const double rho = pair_rho(parts[a], parts[b], n);
+      if (rho >= 1 - 1e-9) continue;
+      const double periods = rho < 1e-12 ? 1.0 : std::ceil(log_eps / std::log(rho));
+      const double bound = periods * (tau[a] + tau[b]);
+      if (bound < best) {
+        best = bound;
+        best_schedule = {parts[a], parts[b]};
+      }
+    }
+  }
+  return evaluate(t, "planned", best_schedule, Transport::best, o);
+}
+
+std::vector<EvaluatedSchedule> baselines(const Topology& t, const PlanOptions& o) {
+  const std::size_t n = t.size();
+  Clique all(n);
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<EvaluatedSchedule> out;
+  out.push_back(evaluate(t, "all_to_all_unicast", {{all}}, Transport::unicast, o));
+  out.push_back(evaluate(t, "all_to_all_multicast_fpga", {{all}}, Transport::multicast_fpga, o));
+  // Ring allreduce over the sites in file order: reduce-scatter + allgather, 2(n-1) steps, each
+  // moving S/n over the slowest ring hop; exact average at the end (one "round").
+  {
+    EvaluatedSchedule e;
+    e.name = "ring_allreduce";
+    e.transport = Transport::unicast;
+    e.schedule = {{all}};
+    double hop_latency = 0, bandwidth = kInf;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t j = (i + 1) % n;
+      hop_latency = std::max(hop_latency, t.latency_s(i, j));
+      bandwidth =
+          std::min({bandwidth, t.site(i).egress_bytes_per_s, t.site(j).ingress_bytes_per_s});
+    }
+    const double steps = 2.0 * static_cast<double>(n - 1);
+    e.round_times_s = {
+        steps * (hop_latency + o.round.payload_bytes / static_cast<double>(n) / bandwidth) +
+        o.round.compute_s};
+    e.rho = 0;
+    e.rounds = 1;
+    e.time_to_consensus_s = e.round_times_s[0];
+    e.max_clique_size = n;
+    out.push_back(std::move(e));
+  }
+  // Hierarchical: continents average, their leaders (first site listed) average, continents again.
+  {
+    std::vector<std::string> continents;
+    Partition by_continent;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& c = t.site(i).continent;
+      auto it = std::find(continents.begin(), continents.end(), c);
+      if (it == continents.end()) {
+        continents.push_back(c);
+        by_continent.push_back({i});
+      } else {
+        by_continent[static_cast<std::size_t>(it - continents.begin())].push_back(i);
+      }
+    }
+    Clique leaders;
+    for (const auto& c : by_continent) leaders.push_back(c.front());
+    out.push_back(evaluate(t, "hierarchical", {by_continent, {leaders}, by_continent},
+                           Transport::unicast, o));
+  }
+  return out;
+}
+
+}  // namespace atl::wan
