@@ -64,6 +64,23 @@ int main(int argc, char** argv) {
   add_generator_flags(analyze_cmd, an.generator, analyze_values);
   analyze_cmd->add_flag("--json", an.json, "print one JSON object");
 
+  atl::cli::PlanCommandOptions plan_options;
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "rotating-clique synchronization schedule across WAN sites (multicast + FPGA)");
+  plan_cmd->add_option("--topology", plan_options.topology_file,
+                       "sites CSV (default: the nine cities in data/cities-9.csv)");
+  plan_cmd->add_option("--latency-matrix", plan_options.latency_matrix_file,
+                       "measured one-way latencies, CSV in ms");
+  plan_cmd->add_option("--payload", plan_options.payload_bytes, "bytes each site sends per round");
+  plan_cmd->add_option("--fpga-memory", plan_options.fpga_memory_bytes,
+                       "FPGA memory per site, bytes");
+  plan_cmd->add_option("--egress-gbps", plan_options.egress_gbps, "WAN egress per site");
+  plan_cmd->add_option("--ingress-gbps", plan_options.ingress_gbps, "WAN ingress per site");
+  plan_cmd->add_option("--epsilon", plan_options.epsilon, "consensus target, in (0, 1)");
+  plan_cmd->add_option("--compute-s", plan_options.compute_s, "local compute between rounds");
+  plan_cmd->add_option("--sweep", plan_options.sweep, "fpga-memory: best schedule per memory size");
+  plan_cmd->add_flag("--json", plan_options.json, "one JSON object per schedule");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -88,6 +105,7 @@ int main(int argc, char** argv) {
                                                          : atl::sparse::ValueKind::normal;
       return atl::cli::bench_sync(comm, bench);
     }
+    if (plan_cmd->parsed()) return atl::cli::plan(comm, plan_options);
     if (analyze_cmd->parsed()) {
       an.generator.values = analyze_values == "integer" ? atl::sparse::ValueKind::integer
                                                         : atl::sparse::ValueKind::normal;

@@ -42,6 +42,23 @@ expect_error m-differ "disagree on M" bench sync --trace "$tmp/m_differ"
 expect_error truncated "truncated" bench sync --trace "$tmp/truncated"
 expect_error missing-trace "no trace of rank|does not exist" bench sync --trace "$tmp/none"
 
+expect_error plan-epsilon "epsilon must be in \(0, 1\)" plan --epsilon 2
+expect_error plan-topology "cannot read topology file" plan --topology "$tmp/none.csv"
+printf 'A,Alpha,Europe,50,0\n' > "$tmp/one-site.csv"
+expect_error plan-one-site "at least two sites" plan --topology "$tmp/one-site.csv"
+printf 'A,Alpha,Europe,50,0,-1,10,100\nB,Beta,Europe,51,1,10,10,100\n' > "$tmp/negative.csv"
+expect_error plan-negative-bandwidth "bandwidth must be positive" plan --topology "$tmp/negative.csv"
+
+# The planner's JSON: the planned schedule and the four baselines, with the documented fields.
+if out=$(timeout 60 "$atoll" plan --json --fpga-memory 8e6) \
+  && [ "$(grep -c '"time_to_consensus_s"' <<<"$out")" -eq 5 ] \
+  && grep -q '"name":"planned"' <<<"$out" && grep -q '"max_clique_size":3' <<<"$out" \
+  && grep -q '"rounds_per_period":2' <<<"$out" && grep -q '"round_time_s"' <<<"$out"; then
+  echo "ok   plan-json"
+else
+  echo "FAIL plan-json"; echo "$out"; failures=$((failures + 1))
+fi
+
 # And the good traces run and verify.
 if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/good" --verify \
     --repeat 1 >"$tmp/good.out" 2>&1; then

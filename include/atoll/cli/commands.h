@@ -42,4 +42,17 @@ struct AnalyzeOptions {
 };
 int analyze(comm::Communicator& comm, const AnalyzeOptions& options);
 
+struct PlanCommandOptions {
+  std::string topology_file;        // empty: the nine-city default shipped in data/
+  std::string latency_matrix_file;  // optional measured one-way latencies (ms)
+  double payload_bytes = 100e6;
+  double fpga_memory_bytes = -1;  // < 0: the topology's (or default 1 GiB)
+  double egress_gbps = -1, ingress_gbps = -1;
+  double epsilon = 1e-3;
+  double compute_s = 0;
+  std::string sweep;  // "" or "fpga-memory"
+  bool json = false;
+};
+int plan(comm::Communicator& comm, const PlanCommandOptions& options);
+
 }  // namespace atl::cli

@@ -1,0 +1,166 @@
+// `atoll plan`: the rotating-clique schedule that reaches ε-consensus soonest across the sites,
+// with its figures and the baselines'; `--sweep fpga-memory` shows how the best shape changes with
+// FPGA memory. Runs on rank 0; other ranks of an mpirun job wait.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "atoll/cli/commands.h"
+#include "atoll/wan/planner.h"
+
+#ifndef ATOLL_DATA_DIR
+#define ATOLL_DATA_DIR "data"
+#endif
+
+namespace atl::cli {
+namespace {
+
+wan::Topology load(const PlanCommandOptions& o, double fpga_memory_bytes) {
+  wan::SiteDefaults defaults;
+  if (fpga_memory_bytes >= 0)
+    defaults.fpga_memory_bytes = static_cast<std::uint64_t>(fpga_memory_bytes);
+  if (o.egress_gbps > 0) defaults.egress_bytes_per_s = o.egress_gbps * 1e9 / 8;
+  if (o.ingress_gbps > 0) defaults.ingress_bytes_per_s = o.ingress_gbps * 1e9 / 8;
+  const std::string file =
+      o.topology_file.empty() ? std::string(ATOLL_DATA_DIR) + "/cities-9.csv" : o.topology_file;
+  auto t = wan::load_topology_csv(file, defaults);
+  if (!o.latency_matrix_file.empty()) wan::load_latency_matrix_csv(t, o.latency_matrix_file);
+  // A memory flag overrides per-site values from the file too.
+  if (fpga_memory_bytes >= 0 || o.egress_gbps > 0 || o.ingress_gbps > 0) {
+    auto sites = t.sites();
+    for (auto& s : sites) {
+      if (fpga_memory_bytes >= 0)
+        s.fpga_memory_bytes = static_cast<std::uint64_t>(fpga_memory_bytes);
+      if (o.egress_gbps > 0) s.egress_bytes_per_s = o.egress_gbps * 1e9 / 8;
+      if (o.ingress_gbps > 0) s.ingress_bytes_per_s = o.ingress_gbps * 1e9 / 8;
+    }
+    std::vector<double> lat(t.size() * t.size());
+    for (std::size_t i = 0; i < t.size(); ++i)
+      for (std::size_t j = 0; j < t.size(); ++j) lat[i * t.size() + j] = t.latency_s(i, j);
+    wan::Topology u(std::move(sites));
+    u.set_latency_matrix(lat);
+    return u;
+  }
+  return t;
+}
+
+std::string describe(const wan::Topology& t, const wan::Partition& round) {
+  std::string s;
+  for (const auto& c : round) {
+    s += s.empty() ? "{" : "  {";
+    for (std::size_t k = 0; k < c.size(); ++k) s += (k ? " " : "") + t.site(c[k]).name;
+    s += "}";
+  }
+  return s;
+}
+
+nlohmann::json to_json(const wan::Topology& t, const wan::EvaluatedSchedule& e) {
+  double mean = 0;
+  for (double r : e.round_times_s) mean += r;
+  mean /= static_cast<double>(e.round_times_s.size());
+  nlohmann::json rounds = nlohmann::json::array();
+  for (const auto& r : e.schedule) {
+    nlohmann::json cliques = nlohmann::json::array();
+    for (const auto& c : r) {
+      nlohmann::json names = nlohmann::json::array();
+      for (auto s : c) names.push_back(t.site(s).code);
+      cliques.push_back(names);
+    }
+    rounds.push_back(cliques);
+  }
+  const char* transport = e.transport == wan::Transport::unicast          ? "unicast"
+                          : e.transport == wan::Transport::multicast_fpga ? "multicast_fpga"
+                                                                          : "best";
+  return {{"name", e.name},
+          {"transport", transport},
+          {"max_clique_size", e.max_clique_size},
+          {"rounds_per_period", e.schedule.size()},
+          {"round_time_s", mean},
+          {"round_times_s", e.round_times_s},
+          {"rho", e.rho},
+          {"rounds_to_consensus", e.rounds ? nlohmann::json(*e.rounds) : nlohmann::json()},
+          {"time_to_consensus_s", std::isfinite(e.time_to_consensus_s)
+                                      ? nlohmann::json(e.time_to_consensus_s)
+                                      : nlohmann::json()},
+          {"schedule", rounds}};
+}
+
+}  // namespace
+
+int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
+  std::optional<std::string> problem;
+  std::vector<std::string> lines;
+  if (comm.rank() == 0) {
+    try {
+      if (!(o.payload_bytes > 0))
+        throw UsageError(fmt::format("--payload must be positive (got {})", o.payload_bytes));
+      if (!(o.epsilon > 0 && o.epsilon < 1)) {
+        throw UsageError(fmt::format(
+            "--epsilon must be in (0, 1) (got {}): consensus error starts at 1", o.epsilon));
+      }
+      if (!o.sweep.empty() && o.sweep != "fpga-memory") {
+        throw UsageError(fmt::format("--sweep takes 'fpga-memory' (got '{}')", o.sweep));
+      }
+      wan::PlanOptions po;
+      po.round.payload_bytes = o.payload_bytes;
+      po.round.compute_s = o.compute_s;
+      po.epsilon = o.epsilon;
+      if (o.sweep.empty()) {
+        const auto t = load(o, o.fpga_memory_bytes);
+        const auto best = wan::plan_exhaustive(t, po);
+        auto all = wan::baselines(t, po);
+        all.insert(all.begin(), best);
+        if (o.json) {
+          for (const auto& e : all) lines.push_back(to_json(t, e).dump());
+        } else {
+          lines.push_back(
+              fmt::format("planned schedule ({} sites, payload {:.3g} B, epsilon {:g}):", t.size(),
+                          o.payload_bytes, o.epsilon));
+          for (std::size_t r = 0; r < best.schedule.size(); ++r) {
+            lines.push_back(fmt::format("  round {}: {:.4f} s  {}", r + 1, best.round_times_s[r],
+                                        describe(t, best.schedule[r])));
+          }
+          lines.push_back(fmt::format("  rho {:.4g}, {} rounds to consensus, {:.4f} s", best.rho,
+                                      best.rounds ? *best.rounds : 0, best.time_to_consensus_s));
+          lines.push_back(fmt::format("{:<28} {:>10} {:>8} {:>8} {:>12}", "schedule", "max_clique",
+                                      "rounds", "rho", "time_s"));
+          for (const auto& e : all) {
+            lines.push_back(fmt::format(
+                "{:<28} {:>10} {:>8} {:>8.3g} {:>12.4f}", e.name, e.max_clique_size,
+                e.rounds ? std::to_string(*e.rounds) : "never", e.rho, e.time_to_consensus_s));
+          }
+        }
+      } else {
+        if (!o.json) {
+          lines.push_back(fmt::format("{:>14} {:>10} {:>8} {:>12} {:>14}", "fpga_memory_B",
+                                      "max_clique", "rounds", "time_s", "vs_unicast_a2a"));
+        }
+        for (double mem = 1e6; mem <= 64e9 * 1.01; mem *= 2) {
+          const auto t = load(o, mem);
+          const auto best = wan::plan_exhaustive(t, po);
+          const auto base = wan::baselines(t, po);
+          if (o.json) {
+            auto j = to_json(t, best);
+            j["fpga_memory_bytes"] = mem;
+            lines.push_back(j.dump());
+          } else {
+            lines.push_back(fmt::format("{:>14.4g} {:>10} {:>8} {:>12.4f} {:>13.2f}x", mem,
+                                        best.max_clique_size, best.rounds ? *best.rounds : 0,
+                                        best.time_to_consensus_s,
+                                        base[0].time_to_consensus_s / best.time_to_consensus_s));
+          }
+        }
+      }
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  comm.agree(problem);
+  for (const auto& l : lines) std::cout << l << "\n";
+  std::cout.flush();
+  return 0;
+}
+
+}  // namespace atl::cli
