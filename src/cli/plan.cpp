@@ -46,6 +46,16 @@ wan::Topology load(const PlanCommandOptions& o, double fpga_memory_bytes) {
   return t;
 }
 
+// Exhaustive where the partitions can be enumerated quickly (3,425 for 9 sites, 10 ways more per
+// added site), the heuristic beyond.
+constexpr std::size_t kExhaustiveMaxSites = 10;
+wan::EvaluatedSchedule best_plan(const wan::Topology& t, const wan::PlanOptions& po) {
+  auto best =
+      t.size() <= kExhaustiveMaxSites ? wan::plan_exhaustive(t, po) : wan::plan_heuristic(t, po);
+  best.name = "planned";  // the chosen schedule, whichever search found it
+  return best;
+}
+
 std::string describe(const wan::Topology& t, const wan::Partition& round) {
   std::string s;
   for (const auto& c : round) {
@@ -109,7 +119,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
       po.epsilon = o.epsilon;
       if (o.sweep.empty()) {
         const auto t = load(o, o.fpga_memory_bytes);
-        const auto best = wan::plan_exhaustive(t, po);
+        const auto best = best_plan(t, po);
         auto all = wan::baselines(t, po);
         all.insert(all.begin(), best);
         if (o.json) {
@@ -139,7 +149,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
         }
         for (double mem = 1e6; mem <= 64e9 * 1.01; mem *= 2) {
           const auto t = load(o, mem);
-          const auto best = wan::plan_exhaustive(t, po);
+          const auto best = best_plan(t, po);
           const auto base = wan::baselines(t, po);
           if (o.json) {
             auto j = to_json(t, best);

@@ -143,6 +143,118 @@ EvaluatedSchedule plan_exhaustive(const Topology& t, const PlanOptions& o) {
   return evaluate(t, "planned", best_schedule, Transport::best, o);
 }
 
+namespace {
+
+// Greedy latency clustering into cliques of at most k sites (the last may be smaller; a singleton
+// is merged into the previous clique so every site takes part).
+Partition greedy_clusters(const Topology& t, std::size_t k, std::size_t seed) {
+  const std::size_t n = t.size();
+  std::vector<bool> used(n, false);
+  Partition p;
+  for (std::size_t step = 0; step < n; ++step) {
+    const std::size_t start = (seed + step) % n;
+    if (used[start]) continue;
+    Clique c{start};
+    used[start] = true;
+    while (c.size() < k) {
+      std::size_t best = n;
+      double best_far = kInf;
+      for (std::size_t s = 0; s < n; ++s) {
+        if (used[s]) continue;
+        double far = 0;
+        for (auto m : c) far = std::max(far, t.latency_s(m, s));
+        if (far < best_far) {
+          best_far = far;
+          best = s;
+        }
+      }
+      if (best == n) break;
+      c.push_back(best);
+      used[best] = true;
+    }
+    p.push_back(std::move(c));
+  }
+  if (p.size() > 1 && p.back().size() == 1) {
+    p[p.size() - 2].push_back(p.back().front());
+    p.pop_back();
+  }
+  return p;
+}
+
+// Cliques made of the r-th member of every clique of `p` (rotated by `shift` per clique).
+Partition transversal(const Partition& p, std::size_t shift) {
+  std::size_t width = 0;
+  for (const auto& c : p) width = std::max(width, c.size());
+  Partition q(width);
+  for (std::size_t ci = 0; ci < p.size(); ++ci) {
+    for (std::size_t m = 0; m < p[ci].size(); ++m) q[(m + ci * shift) % width].push_back(p[ci][m]);
+  }
+  Partition out;
+  for (auto& c : q) {
+    if (c.size() >= 2)
+      out.push_back(std::move(c));
+    else if (c.size() == 1 && !out.empty())
+      out.back().push_back(c.front());
+    else if (c.size() == 1)
+      out.push_back(std::move(c));
+  }
+  return out;
+}
+
+double schedule_bound(const Topology& t, const Partition& a, const Partition& b, double log_eps,
+                      const PlanOptions& o) {
+  const double tau =
+      round_time(t, a, Transport::best, o.round) + round_time(t, b, Transport::best, o.round);
+  const double rho = pair_rho(a, b, t.size());
+  if (rho >= 1 - 1e-9 || std::isinf(tau)) return kInf;
+  return (rho < 1e-12 ? 1.0 : std::ceil(log_eps / std::log(rho))) * tau;
+}
+
+}  // namespace
+
+EvaluatedSchedule plan_heuristic(const Topology& t, const PlanOptions& o) {
+  if (!(o.epsilon > 0 && o.epsilon < 1)) {
+    throw std::invalid_argument(fmt::format("epsilon must be in (0, 1) (got {})", o.epsilon));
+  }
+  const std::size_t n = t.size();
+  const double log_eps = std::log(o.epsilon);
+  Clique all(n);
+  std::iota(all.begin(), all.end(), 0);
+  double best = round_time(t, {all}, Transport::best, o.round);
+  Schedule best_schedule{{all}};
+  for (std::size_t k = 2; k < n; ++k) {
+    for (std::size_t seed = 0; seed < std::min<std::size_t>(n, 4); ++seed) {
+      Partition a = greedy_clusters(t, k, seed);
+      for (std::size_t shift = 0; shift < 3; ++shift) {
+        Partition b = transversal(a, shift);
+        double bound = schedule_bound(t, a, b, log_eps, o);
+        // Local search on the second round: swap two sites of different cliques while it helps.
+        for (bool improved = true; improved;) {
+          improved = false;
+          for (std::size_t x = 0; x < b.size() && !improved; ++x)
+            for (std::size_t y = x + 1; y < b.size() && !improved; ++y)
+              for (std::size_t i = 0; i < b[x].size() && !improved; ++i)
+                for (std::size_t j = 0; j < b[y].size() && !improved; ++j) {
+                  std::swap(b[x][i], b[y][j]);
+                  const double candidate = schedule_bound(t, a, b, log_eps, o);
+                  if (candidate < bound - 1e-12) {
+                    bound = candidate;
+                    improved = true;
+                  } else {
+                    std::swap(b[x][i], b[y][j]);
+                  }
+                }
+        }
+        if (bound < best) {
+          best = bound;
+          best_schedule = {a, b};
+        }
+      }
+    }
+  }
+  return evaluate(t, "planned_heuristic", best_schedule, Transport::best, o);
+}
+
 std::vector<EvaluatedSchedule> baselines(const Topology& t, const PlanOptions& o) {
   const std::size_t n = t.size();
   Clique all(n);

@@ -201,6 +201,27 @@ TEST(Planner, SmallMemoryRotatesTriadsLargeMemoryGoesAllToAll) {
     EXPECT_LE(q.time_to_consensus_s, b.time_to_consensus_s) << b.name;
 }
 
+// The heuristic is compared with the exhaustive optimum where both run: never better (the
+// exhaustive search covers its space), and close.
+TEST(Planner, HeuristicAgainstExhaustiveOnNineCities) {
+  PlanOptions o;
+  o.round.payload_bytes = 100e6;
+  for (std::uint64_t memory :
+       {std::uint64_t{8'000'000}, std::uint64_t{512'000'000}, std::uint64_t{32} << 30}) {
+    SiteDefaults d;
+    d.fpga_memory_bytes = memory;
+    const auto t =
+        load_topology_csv(std::filesystem::path(ATOLL_SOURCE_DIR) / "data/cities-9.csv", d);
+    const auto exact = plan_exhaustive(t, o);
+    const auto heuristic = plan_heuristic(t, o);
+    EXPECT_GE(heuristic.time_to_consensus_s, exact.time_to_consensus_s * (1 - 1e-9)) << memory;
+    EXPECT_LE(heuristic.time_to_consensus_s, exact.time_to_consensus_s * 1.25) << memory;
+    std::printf("memory %llu: exhaustive %.4f s, heuristic %.4f s\n",
+                static_cast<unsigned long long>(memory), exact.time_to_consensus_s,
+                heuristic.time_to_consensus_s);
+  }
+}
+
 TEST(Planner, BadInput) {
   PlanOptions o;
   SiteDefaults tiny;

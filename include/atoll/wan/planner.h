@@ -48,6 +48,13 @@ std::vector<Partition> partitions_without_singletons(std::size_t n);
 // epsilon is not in (0, 1) or no clique fits any site's FPGA memory.
 EvaluatedSchedule plan_exhaustive(const Topology& topology, const PlanOptions& options);
 
+// Heuristic for site counts beyond exhaustive reach: candidate rounds are greedy latency clusters
+// of every clique size k (each site joins the clique whose farthest member is nearest) and their
+// "transversals" (cliques made of one member of each first-round clique, rotated), improved by
+// local search (swap two sites between cliques while the bound improves); the best period-1 or
+// period-2 schedule among them is returned, named "planned_heuristic".
+EvaluatedSchedule plan_heuristic(const Topology& topology, const PlanOptions& options);
+
 // The comparison points: all-to-all unicast, all-to-all multicast + FPGA, ring allreduce across
 // sites, hierarchical (continents, then one leader per continent, then continents again).
 std::vector<EvaluatedSchedule> baselines(const Topology& topology, const PlanOptions& options);
