@@ -138,7 +138,6 @@ void Communicator::allreduce_raw(void* data, std::size_t count, DataType type, R
     const auto algo_bytes = static_cast<std::uint64_t>(2.0 * (size_ - 1) / size_ * count * elem);
     traffic_.bytes_sent += algo_bytes;
     traffic_.bytes_received += algo_bytes;
-    traffic_.messages_sent += 2 * static_cast<std::uint64_t>(size_ - 1);
   }
 }
 
@@ -148,7 +147,6 @@ void Communicator::allgather_raw(const void* send, void* recv, std::size_t bytes
                rank_, "MPI_Allgather");
   traffic_.bytes_sent += bytes_each * (size_ - 1);
   traffic_.bytes_received += bytes_each * (size_ - 1);
-  traffic_.messages_sent += size_ - 1;
 }
 
 void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_t>& counts,
@@ -169,7 +167,6 @@ void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_
     // Ring allgather: every block but one's own arrives; every block but the successor's leaves.
     traffic_.bytes_received += (total - counts[rank_]) * elem_bytes;
     traffic_.bytes_sent += (total - counts[(rank_ + 1) % size_]) * elem_bytes;
-    traffic_.messages_sent += size_ - 1;
   }
 }
 
@@ -178,7 +175,6 @@ void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_
   impl_->check(MPI_Alltoall(send, 1, t, recv, 1, t, impl_->comm), rank_, "MPI_Alltoall");
   traffic_.bytes_sent += bytes_each * (size_ - 1);
   traffic_.bytes_received += bytes_each * (size_ - 1);
-  traffic_.messages_sent += size_ - 1;
 }
 
 void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> send_counts,
@@ -203,7 +199,6 @@ void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> 
     if (r != static_cast<std::size_t>(rank_)) {
       traffic_.bytes_sent += send_counts[r] * elem_bytes;
       traffic_.bytes_received += recv_counts[r] * elem_bytes;
-      if (send_counts[r] > 0) ++traffic_.messages_sent;
     }
   }
   MPI_Datatype t = impl_->element_type(elem_bytes);
@@ -228,10 +223,7 @@ void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int de
     sent += sn;
     received += rn;
   } while (sent < send_bytes || received < recv_bytes);
-  if (dest != rank_) {
-    traffic_.bytes_sent += send_bytes;
-    ++traffic_.messages_sent;
-  }
+  if (dest != rank_) traffic_.bytes_sent += send_bytes;
   if (source != rank_) traffic_.bytes_received += recv_bytes;
 }
 
@@ -245,7 +237,6 @@ void Communicator::send_raw(const void* data, std::size_t bytes, int dest) {
     done += n;
   } while (done < bytes);
   traffic_.bytes_sent += bytes;
-  ++traffic_.messages_sent;
 }
 
 void Communicator::recv_raw(void* data, std::size_t bytes, int source) {

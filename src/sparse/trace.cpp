@@ -107,14 +107,6 @@ void write_trace(const std::filesystem::path& file, const SparseGradient<Index>&
   std::filesystem::rename(tmp, file);
 }
 
-TraceHeader read_trace_header(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file, "cannot open (" + std::string(std::strerror(errno)) + ")");
-  std::uint8_t buf[kHeaderBytes];
-  in.read(reinterpret_cast<char*>(buf), kHeaderBytes);
-  return parse_header(file, buf, static_cast<std::size_t>(in.gcount()));
-}
-
 template <class Index>
 SparseGradient<Index> read_trace(const std::filesystem::path& file, TraceHeader* header_out) {
   const auto bytes = read_all(file);

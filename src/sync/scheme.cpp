@@ -67,9 +67,12 @@ void check_input(Communicator& comm, const std::optional<std::string>& local_pro
                  std::uint64_t elements) {
   std::optional<std::string> problem = local_problem;
   if (!problem && elements == 0) problem = "element count M must be positive";
-  comm.agree(problem);
-  const auto lo = comm.allreduce_value<std::uint64_t>(elements, comm::ReduceOp::min);
-  const auto hi = comm.allreduce_value<std::uint64_t>(elements, comm::ReduceOp::max);
+  // One collective on the hot path: the max of (failed?, M, ~M) tells every rank whether any rank
+  // failed and the largest and smallest M. Only a failure pays for agree()'s message broadcast.
+  std::uint64_t v[3] = {problem ? 1u : 0u, elements, ~elements};
+  comm.allreduce<std::uint64_t>(v, comm::ReduceOp::max);
+  if (v[0]) comm.agree(problem);  // collective on every rank (v[0] is the same everywhere); throws
+  const std::uint64_t hi = v[1], lo = ~v[2];
   if (lo != hi) {
     throw comm::CollectiveError(
         fmt::format("element count M differs across ranks (min {}, max {}; this rank has {})", lo,

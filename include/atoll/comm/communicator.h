@@ -64,7 +64,6 @@ constexpr DataType data_type_of() {
 struct TrafficCounters {
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
-  std::uint64_t messages_sent = 0;
 };
 
 class Communicator {

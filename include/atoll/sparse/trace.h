@@ -39,9 +39,6 @@ template <class Index>
 void write_trace(const std::filesystem::path& file, const SparseGradient<Index>& grad, int rank,
                  int world, std::uint64_t step);
 
-// Reads the header only (for index width and M). Throws InvalidGradient naming the file.
-TraceHeader read_trace_header(const std::filesystem::path& file);
-
 // Reads and fully checks a trace (size, checksum, invariants). Throws InvalidGradient naming the
 // file and the problem. A trace written with 32-bit indices can be read as 64-bit, not the reverse
 // unless M fits.
