@@ -1,7 +1,11 @@
 // build/atoll: the command-line front end. The same file builds build/atoll-smpi for smpirun.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 // smpi_helpers.h (force-included in the SMPI build) defines exit() as a macro, which clashes with
 // CLI11's App::exit; keep it out of CLI11's way.
@@ -13,6 +17,7 @@
 #include "atoll/cli/commands.h"
 #include "atoll/comm/communicator.h"
 #include "atoll/sync/scheme.h"
+#include "atoll/train/trainer.h"
 #include "atoll/util/allocator.h"
 
 namespace {
@@ -25,6 +30,44 @@ void add_generator_flags(CLI::App* cmd, atl::sparse::GeneratorOptions& g, std::s
   cmd->add_option("--values", values, "value distribution: normal | integer (exact sums)")
       ->check(CLI::IsMember({"normal", "integer"}));
 }
+
+// Config files for `atoll train --config`: JSON (an object of option names, '_' or '-') or
+// CLI11's TOML/INI; detected by the first character. Flags on the command line override them.
+class JsonOrTomlConfig : public CLI::ConfigTOML {
+ public:
+  std::vector<CLI::ConfigItem> from_config(std::istream& in) const override {
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || text[first] != '{') {
+      std::istringstream toml(text);
+      return CLI::ConfigTOML::from_config(toml);
+    }
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      throw CLI::ConversionError("config file: not valid JSON (expected one object)");
+    }
+    std::vector<CLI::ConfigItem> items;
+    for (const auto& [key, value] : j.items()) {
+      CLI::ConfigItem item;
+      item.name = key;
+      std::replace(item.name.begin(), item.name.end(), '_', '-');
+      auto scalar = [](const nlohmann::json& v) {
+        if (v.is_string()) return v.get<std::string>();
+        if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
+        return v.dump();
+      };
+      if (value.is_array()) {
+        for (const auto& v : value) item.inputs.push_back(scalar(v));
+      } else if (value.is_object() || value.is_null()) {
+        throw CLI::ConversionError("config file: value of '" + key + "' must be a scalar or list");
+      } else {
+        item.inputs.push_back(scalar(value));
+      }
+      items.push_back(std::move(item));
+    }
+    return items;
+  }
+};
 
 }  // namespace
 
@@ -81,8 +124,76 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--sweep", plan_options.sweep, "fpga-memory: best schedule per memory size");
   plan_cmd->add_flag("--json", plan_options.json, "one JSON object per schedule");
 
+  // atoll train: every option starts from the tiny preset; --preset small replaces the model
+  // shape, batch and steps unless they are given explicitly (by flag or config file).
+  atl::train::TrainConfig tc = atl::train::preset_config("tiny");
+  std::vector<std::pair<CLI::Option*, std::function<void(const atl::train::TrainConfig&)>>> preset_fields;
+  auto* train_cmd = app.add_subcommand(
+      "train", "train a GPT-style language model data-parallel (run under mpirun or scripts/simulate)");
+  train_cmd->config_formatter(std::make_shared<JsonOrTomlConfig>());
+  train_cmd->set_config("--config", "", "config file (JSON or TOML, keys = option names)");
+  auto preset_opt = [&](CLI::Option* o, auto member) {
+    preset_fields.emplace_back(o, [&tc, member](const atl::train::TrainConfig& p) {
+      member(tc) = member(const_cast<atl::train::TrainConfig&>(p));
+    });
+  };
+  train_cmd->add_option("--preset", tc.preset, "model preset: tiny (tests, demo) | small (embedding-heavy)")
+      ->check(CLI::IsMember({"tiny", "small"}));
+  preset_opt(train_cmd->add_option("--vocab", tc.model.vocab, "vocabulary size = embedding rows (with <eos>, <unk>)"),
+             [](auto& c) -> auto& { return c.model.vocab; });
+  preset_opt(train_cmd->add_option("--d-embed", tc.model.d_embed, "embedding width"),
+             [](auto& c) -> auto& { return c.model.d_embed; });
+  preset_opt(train_cmd->add_option("--d-model", tc.model.d_model, "transformer width"),
+             [](auto& c) -> auto& { return c.model.d_model; });
+  preset_opt(train_cmd->add_option("--layers", tc.model.layers, "transformer blocks"),
+             [](auto& c) -> auto& { return c.model.layers; });
+  preset_opt(train_cmd->add_option("--heads", tc.model.heads, "attention heads"),
+             [](auto& c) -> auto& { return c.model.heads; });
+  preset_opt(train_cmd->add_option("--seq-len", tc.model.seq_len, "tokens per sequence"),
+             [](auto& c) -> auto& { return c.model.seq_len; });
+  preset_opt(train_cmd->add_option("--head", tc.model.head, "output layer: full | adaptive")
+                 ->check(CLI::IsMember({"full", "adaptive"})),
+             [](auto& c) -> auto& { return c.model.head; });
+  preset_opt(train_cmd->add_option("--cutoffs", tc.model.cutoffs, "adaptive head cluster cutoffs"),
+             [](auto& c) -> auto& { return c.model.cutoffs; });
+  preset_opt(train_cmd->add_option("--batch", tc.batch, "sequences per rank per step"),
+             [](auto& c) -> auto& { return c.batch; });
+  preset_opt(train_cmd->add_option("--steps", tc.steps, "optimizer steps"),
+             [](auto& c) -> auto& { return c.steps; });
+  train_cmd->add_option("--corpus", tc.corpus, "Brown corpus directory (default: the cache of scripts/fetch-corpus)");
+  train_cmd->add_option("--seed", tc.seed, "seed (initialisation and batches)");
+  train_cmd->add_option("--lr", tc.lr, "peak learning rate, dense parameters (AdamW)");
+  train_cmd->add_option("--embed-lr", tc.embed_lr, "peak learning rate, embedding rows (lazy AdamW)");
+  train_cmd->add_option("--weight-decay", tc.weight_decay, "decoupled weight decay");
+  train_cmd->add_option("--warmup-steps", tc.warmup_steps, "linear warm-up steps, then cosine decay");
+  std::string sync_names;
+  for (const auto& n : atl::sync::scheme_names()) sync_names += (sync_names.empty() ? "" : "|") + n;
+  train_cmd->add_option("--sync", tc.sync, "embedding gradient scheme: " + sync_names)
+      ->check(CLI::IsMember(atl::sync::scheme_names()));
+  train_cmd->add_option("--topk", tc.topk, "top-k share for dense gradients (0 = dense allreduce)")
+      ->check(CLI::Range(0.0, 0.999999));
+  train_cmd->add_option("--bucket-bytes", tc.bucket_bytes, "dense allreduce bucket size");
+  train_cmd->add_option("--eval-every", tc.eval_every, "validation every K steps (0 = never)");
+  train_cmd->add_option("--eval-windows", tc.eval_windows, "validation sequences");
+  train_cmd->add_option("--log-every", tc.log_every, "progress line every K steps");
+  train_cmd->add_option("--out", tc.out, "output directory: metrics.jsonl, checkpoints/, loss.png");
+  train_cmd->add_option("--checkpoint-every", tc.checkpoint_every, "checkpoint every K steps (and at the end)");
+  train_cmd->add_option("--keep-checkpoints", tc.keep_checkpoints, "checkpoints kept");
+  train_cmd->add_flag("--resume", tc.resume, "continue from the newest checkpoint in --out");
+  train_cmd->add_option("--resume-from", tc.resume_from, "continue from this checkpoint file");
+  train_cmd->add_option("--dump-grads", tc.dump_grads, "write embedding gradients as traces to this directory");
+  train_cmd->add_option("--dump-grads-steps", tc.dump_grads_steps, "... for this many steps");
+  train_cmd->add_option("--plot", tc.plot, "draw out/loss.png with gnuplot at the end (true|false)");
+  train_cmd->add_flag("--quiet", tc.quiet, "no progress lines or report");
+
   try {
     app.parse(argc, argv);
+    if (train_cmd->parsed() && tc.preset != "tiny") {
+      const auto p = atl::train::preset_config(tc.preset);
+      for (auto& [opt, copy] : preset_fields) {
+        if (opt->count() == 0) copy(p);
+      }
+    }
   } catch (const CLI::ParseError& e) {
     return (app.exit)(e);
   }
@@ -106,6 +217,7 @@ int main(int argc, char** argv) {
       return atl::cli::bench_sync(comm, bench);
     }
     if (plan_cmd->parsed()) return atl::cli::plan(comm, plan_options);
+    if (train_cmd->parsed()) return atl::train::train(comm, tc);
     if (analyze_cmd->parsed()) {
       an.generator.values = analyze_values == "integer" ? atl::sparse::ValueKind::integer
                                                         : atl::sparse::ValueKind::normal;

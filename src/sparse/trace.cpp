@@ -1,11 +1,11 @@
 #include "atoll/sparse/trace.h"
 
+#include "atoll/util/files.h"
+
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <regex>
 
 namespace atl::sparse {
@@ -15,13 +15,7 @@ constexpr char kMagic[8] = {'A', 'T', 'O', 'L', 'L', 'G', 'R', 'D'};
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kHeaderBytes = 48;
 
-std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) { return util::fnv1a({p, n}); }
 
 template <class T>
 void put(std::vector<std::uint8_t>& b, T v) {
@@ -40,11 +34,11 @@ T get(const std::uint8_t* p) {
 }
 
 std::vector<std::uint8_t> read_all(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file, "cannot open (" + std::string(std::strerror(errno)) + ")");
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
-  return bytes;
+  try {
+    return util::read_file(file);
+  } catch (const util::FileError& e) {
+    throw InvalidGradient(fmt::format("trace {}", e.what()));
+  }
 }
 
 TraceHeader parse_header(const std::filesystem::path& file, const std::uint8_t* p, std::size_t n) {
@@ -93,18 +87,11 @@ void write_trace(const std::filesystem::path& file, const SparseGradient<Index>&
   b.insert(b.end(), vp, vp + grad.nnz() * sizeof(float));
   put<std::uint64_t>(b, fnv1a(b.data(), b.size()));
 
-  std::filesystem::create_directories(file.parent_path().empty() ? "." : file.parent_path());
-  const auto tmp = file.string() + fmt::format(".tmp.{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      fail(file, "write failed");
-    }
+  try {
+    util::write_file_atomic(file, b);
+  } catch (const util::FileError& e) {
+    throw InvalidGradient(fmt::format("trace {}", e.what()));
   }
-  std::filesystem::rename(tmp, file);
 }
 
 template <class Index>

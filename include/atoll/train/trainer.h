@@ -1,0 +1,65 @@
+// `atoll train`: a GPT-style language model trained data-parallel on the Brown corpus with
+// LibTorch, the embedding gradient synchronized by a sparse scheme (Zen by default).
+//
+// This header is free of LibTorch so that the front end compiles quickly; the engine lives in
+// src/train/ (model.cpp, trainer.cpp, checkpoint.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "atoll/comm/communicator.h"
+
+namespace atl::train {
+
+struct ModelShape {
+  int vocab = 16384;   // rows of the token embedding (= the vocabulary size)
+  int d_embed = 64;    // embedding width; projected to d_model when it differs
+  int d_model = 64;
+  int layers = 2;
+  int heads = 4;
+  int seq_len = 32;
+  std::string head = "full";  // full softmax | adaptive (Grave et al.: shortlist + tail clusters)
+  std::vector<std::int64_t> cutoffs;  // adaptive head cluster boundaries (ids), ascending
+};
+
+struct TrainConfig {
+  std::string preset = "tiny";  // tiny | small: fills the model shape and batch (flags override)
+  ModelShape model;
+  std::string corpus;  // empty: the cache scripts/fetch-corpus fills
+  int batch = 16;      // sequences per rank per step
+  int steps = 300;
+  std::uint64_t seed = 1;
+  double lr = 3e-3;           // dense parameters (AdamW), peak
+  double embed_lr = 3e-3;     // embedding rows (lazy AdamW), peak
+  double weight_decay = 0.01;
+  int warmup_steps = 20;      // linear warm-up, then cosine decay to 10% of the peak
+  std::string sync = "zen";   // sparse scheme for the embedding gradient (see atoll bench sync)
+  double topk = 0;            // > 0: dense gradients top-k compressed (share kept), error feedback
+  std::uint64_t bucket_bytes = 25ull << 20;  // dense allreduce bucket size
+  int eval_every = 50;        // validation loss / perplexity every K steps (and at 0 and the end)
+  int eval_windows = 256;     // validation sequences (spread over the split, shared out by rank)
+  int log_every = 10;
+  std::string out;            // directory: metrics.jsonl, checkpoints/, loss.png (rank 0 writes)
+  int checkpoint_every = 0;   // steps; 0 = only at the end (when --out is set)
+  int keep_checkpoints = 3;
+  bool resume = false;        // continue from the newest checkpoint in out/checkpoints
+  std::string resume_from;    // continue from this checkpoint file
+  std::string dump_grads;     // write the embedding gradient of each rank as traces here
+  int dump_grads_steps = 2;   // ... for the first N steps
+  bool plot = true;           // gnuplot loss curve at the end (out/loss.png)
+  bool quiet = false;         // no progress lines
+};
+
+// The preset's shape and batch. Throws std::invalid_argument for an unknown preset.
+TrainConfig preset_config(const std::string& preset);
+
+// Checks values that no flag parser can (ranges, consistency); returns the first problem.
+std::optional<std::string> check_config(const TrainConfig& config);
+
+// Runs the training job on every rank of `comm` (collective). Returns the process exit code.
+// Problems with the input (corpus, checkpoint, config) end in comm::CollectiveError on every rank.
+int train(comm::Communicator& comm, const TrainConfig& config);
+
+}  // namespace atl::train

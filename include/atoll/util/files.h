@@ -1,0 +1,30 @@
+// Files that must never be half-written: results, traces and checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace atl::util {
+
+class FileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// 64-bit FNV-1a, continued from `h` (so a checksum can be computed over several pieces).
+std::uint64_t fnv1a(std::span<const std::uint8_t> bytes, std::uint64_t h = 0xcbf29ce484222325ull);
+
+// Writes `bytes` to `file` atomically: a temporary file in the same directory, flushed to disk
+// (fsync), then renamed over `file`, then the directory synced. A reader (or a crash) sees either
+// the old file or the whole new one. Creates the parent directory. Throws FileError naming the file.
+void write_file_atomic(const std::filesystem::path& file, std::span<const std::uint8_t> bytes);
+void write_file_atomic(const std::filesystem::path& file, const std::string& text);
+
+// The whole file; throws FileError naming the file and the reason if it cannot be read.
+std::vector<std::uint8_t> read_file(const std::filesystem::path& file);
+
+}  // namespace atl::util
