@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -40,7 +41,11 @@ class JsonOrTomlConfig : public CLI::ConfigTOML {
     const auto first = text.find_first_not_of(" \t\r\n");
     if (first == std::string::npos || text[first] != '{') {
       std::istringstream toml(text);
-      return CLI::ConfigTOML::from_config(toml);
+      auto items = CLI::ConfigTOML::from_config(toml);
+      for (auto& item : items) {
+        if (item.parents.empty() && item.name != "train") item.parents = {"train"};
+      }
+      return items;
     }
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
@@ -49,6 +54,7 @@ class JsonOrTomlConfig : public CLI::ConfigTOML {
     std::vector<CLI::ConfigItem> items;
     for (const auto& [key, value] : j.items()) {
       CLI::ConfigItem item;
+      item.parents = {"train"};
       item.name = key;
       std::replace(item.name.begin(), item.name.end(), '_', '-');
       auto scalar = [](const nlohmann::json& v) {
@@ -130,8 +136,11 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::Option*, std::function<void(const atl::train::TrainConfig&)>>> preset_fields;
   auto* train_cmd = app.add_subcommand(
       "train", "train a GPT-style language model data-parallel (run under mpirun or scripts/simulate)");
-  train_cmd->config_formatter(std::make_shared<JsonOrTomlConfig>());
-  train_cmd->set_config("--config", "", "config file (JSON or TOML, keys = option names)");
+  // The config file is an option of the top-level app whose items belong to `train` (CLI11 reads
+  // config files at that level); fallthrough lets `atoll train --config FILE` name it after train.
+  app.config_formatter(std::make_shared<JsonOrTomlConfig>());
+  app.set_config("--config", "", "atoll train: config file (JSON or TOML, keys = option names)");
+  train_cmd->fallthrough();
   auto preset_opt = [&](CLI::Option* o, auto member) {
     preset_fields.emplace_back(o, [&tc, member](const atl::train::TrainConfig& p) {
       member(tc) = member(const_cast<atl::train::TrainConfig&>(p));
@@ -195,7 +204,14 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const CLI::ParseError& e) {
-    return (app.exit)(e);
+    if (e.get_exit_code() == 0) return (app.exit)(e);  // --help
+    // Before MPI starts: name the launcher's rank so a user sees that every rank refused.
+    const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+    std::cerr << fmt::format("atoll: error: rank {}: {}\n", r ? r : "0", e.what());
+    return e.get_exit_code();
+  } catch (const std::exception& e) {  // e.g. an unknown preset
+    std::cerr << fmt::format("atoll: error: {}\n", e.what());
+    return 2;
   }
 
   atl::comm::MpiRuntime runtime(&argc, &argv);

@@ -326,16 +326,18 @@ struct Evaluation {
 
 Evaluation evaluate(Communicator& comm, Gpt& model, const std::vector<std::int64_t>& windows,
                     int seq_len) {
-  torch::NoGradGuard no_grad;
   double sums[2] = {0, 0};  // summed NLL, predicted tokens
-  const auto rows = static_cast<std::int64_t>(windows.size()) / (seq_len + 1);
-  constexpr std::int64_t kChunk = 32;
-  auto all = to_tensor(windows, seq_len);
-  for (std::int64_t r = 0; r < rows; r += kChunk) {
-    auto chunk = all.slice(0, r, std::min(rows, r + kChunk));
-    const double tokens = static_cast<double>(chunk.size(0)) * seq_len;
-    sums[0] += model->loss(chunk).item<double>() * tokens;
-    sums[1] += tokens;
+  {
+    torch::NoGradGuard no_grad;  // released before the allreduce (see run())
+    const auto rows = static_cast<std::int64_t>(windows.size()) / (seq_len + 1);
+    constexpr std::int64_t kChunk = 32;
+    auto all = to_tensor(windows, seq_len);
+    for (std::int64_t r = 0; r < rows; r += kChunk) {
+      auto chunk = all.slice(0, r, std::min(rows, r + kChunk));
+      const double tokens = static_cast<double>(chunk.size(0)) * seq_len;
+      sums[0] += model->loss(chunk).item<double>() * tokens;
+      sums[1] += tokens;
+    }
   }
   comm.allreduce(std::span<double>(sums, 2), ReduceOp::sum);
   Evaluation e;
@@ -442,7 +444,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   torch::manual_seed(cfg.seed);
   Gpt model(cfg.model);
   {
-    torch::NoGradGuard no_grad;
+    // No torch guard may span a communicator call: under SMPI all ranks share one OS thread, and
+    // torch's grad mode is thread-local (a guard held across a yield leaks into other ranks).
     for (auto& p : model->parameters()) {
       comm.broadcast(std::span<float>(p.data_ptr<float>(), static_cast<std::size_t>(p.numel())),
                      0);
@@ -695,7 +698,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     } else if (cfg.eval_every > 0) {
       fmt::print("  validation perplexity after {} steps: {:.1f}\n", cfg.steps, last.perplexity);
     }
-    fmt::print("  embedding gradient synchronized by {}: {} sent per rank over {} steps; dense "
+    if (world > 1)
+    fmt::print("  embedding gradient synchronized by {}: {} sent by rank 0 over {} steps; dense "
                "allreduce would send {} ({:.1f}x more)\n",
                cfg.sync, format_bytes(emb_bytes_total / 1), timed_steps,
                format_bytes(dense_equivalent * timed_steps),

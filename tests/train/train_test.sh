@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# atoll train end to end on 4 ranks: every scheme gives the allreduce losses (exactness), a run
+# killed with SIGKILL resumes exactly, corrupt/truncated checkpoints are refused, bad input errors
+# on every rank. usage: train_test.sh ATOLL_BINARY
+set -uo pipefail
+atoll=$1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d)
+trap 'pkill -9 -f "atoll train .*$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+run() { timeout 600 mpirun --oversubscribe -np "$@"; }
+common=(train --preset tiny --batch 8 --eval-every 0 --plot false --quiet --seed 7)
+
+# losses FILE: "step loss" per training step of a metrics file.
+losses() { sed -n 's/.*"loss":\([^,}]*\).*"step":\([0-9]*\).*/\2 \1/p' "$1"; }
+# compare A B TOL [FROM]: steps >= FROM present in both, same count, max relative difference <= TOL.
+compare() {
+  join <(losses "$1" | sort -k1,1) <(losses "$2" | sort -k1,1) |
+    awk -v tol="$3" -v from="${4:-0}" '$1 >= from { n++; d = $2 - $3; if (d < 0) d = -d;
+      r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r }
+      END { printf "%d steps, max relative difference %.3g\n", n, m; exit !(n > 0 && m <= tol) }'
+}
+
+# 1. Exactness: 50 steps, every scheme against allreduce.
+run 4 "$atoll" "${common[@]}" --steps 50 --sync allreduce --out "$tmp/allreduce" ||
+  fail "allreduce run"
+for s in agsparse sparcml omnireduce sparse_ps zen_coo zen auto; do
+  if run 4 "$atoll" "${common[@]}" --steps 50 --sync "$s" --out "$tmp/$s" >/dev/null 2>&1 &&
+    [ "$(losses "$tmp/$s/metrics.jsonl" | wc -l)" -eq 50 ] &&
+    msg=$(compare "$tmp/allreduce/metrics.jsonl" "$tmp/$s/metrics.jsonl" 1e-5); then
+    echo "ok   exact $s vs allreduce: $msg"
+  else
+    fail "exact $s vs allreduce: ${msg:-run failed}"
+  fi
+done
+
+# 2. Learning: the loss falls (first vs last step of the zen run).
+first=$(losses "$tmp/zen/metrics.jsonl" | head -1 | cut -d' ' -f2)
+last=$(losses "$tmp/zen/metrics.jsonl" | tail -1 | cut -d' ' -f2)
+if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }'; then
+  echo "ok   loss falls: $first -> $last"
+else
+  fail "loss did not fall: $first -> $last"
+fi
+
+# 3. Resume: an uninterrupted run; a run killed with SIGKILL after its step-20 checkpoint, resumed.
+resume_args=("${common[@]}" --steps 60 --checkpoint-every 10 --keep-checkpoints 3)
+run 4 "$atoll" "${resume_args[@]}" --out "$tmp/full" >/dev/null 2>&1 || fail "uninterrupted run"
+run 4 "$atoll" "${resume_args[@]}" --out "$tmp/killed" >/dev/null 2>&1 &
+launcher=$!
+for _ in $(seq 1 1200); do
+  [ -f "$tmp/killed/checkpoints/step-00000020.ckpt" ] && break
+  sleep 0.1
+done
+pkill -9 -f "atoll train .*$tmp/killed" 2>/dev/null
+kill -9 "$launcher" 2>/dev/null
+wait "$launcher" 2>/dev/null
+last_ckpt=$(ls "$tmp/killed/checkpoints" | tail -1)
+if [ -f "$tmp/killed/checkpoints/step-00000060.ckpt" ]; then
+  fail "resume: the run finished before it could be killed (machine too fast for the test)"
+elif run 4 "$atoll" "${resume_args[@]}" --out "$tmp/killed" --resume >/dev/null 2>&1 &&
+  msg=$(compare "$tmp/full/metrics.jsonl" "$tmp/killed/metrics.jsonl" 1e-6 21); then
+  echo "ok   resume after SIGKILL (newest checkpoint $last_ckpt): $msg"
+else
+  fail "resume after SIGKILL: ${msg:-resumed run failed}"
+fi
+
+# expect_error NAME NP PATTERN ARGS...: nonzero exit within 120 s, every rank reports PATTERN.
+expect_error() {
+  local name=$1 np=$2 pattern=$3
+  shift 3
+  local out rc
+  out=$(timeout 120 mpirun --oversubscribe -np "$np" "$atoll" "$@" 2>&1)
+  rc=$?
+  if [ $rc -eq 124 ]; then fail "$name: hung (killed after 120 s)"; return; fi
+  if [ $rc -eq 0 ]; then fail "$name: exit status 0"; echo "$out"; return; fi
+  for rank in $(seq 0 $((np - 1))); do
+    if ! grep -E "rank $rank" <<<"$out" | grep -qE "$pattern"; then
+      fail "$name: rank $rank did not report /$pattern/"; echo "$out"; return
+    fi
+  done
+  if grep -qiE "segmentation|core dumped|terminate called" <<<"$out"; then
+    fail "$name: crashed"; echo "$out"; return
+  fi
+  echo "ok   $name"
+}
+
+# 4. Corrupt and truncated checkpoints are refused; the previous good one still works.
+ckpts=("$tmp/full/checkpoints"/*.ckpt)
+newest=${ckpts[-1]} previous=${ckpts[-2]}
+cp "$newest" "$tmp/good.ckpt"
+printf '\xff' | dd of="$newest" bs=1 seek=1000 conv=notrunc status=none
+expect_error corrupt-checkpoint 2 "checksum mismatch.*previous one" "${resume_args[@]}" \
+  --out "$tmp/full" --resume
+head -c 5000 "$tmp/good.ckpt" >"$newest"
+expect_error truncated-checkpoint 2 "truncated" "${resume_args[@]}" --out "$tmp/full" --resume
+if run 4 "$atoll" "${resume_args[@]}" --out "$tmp/full" --resume-from "$previous" >/dev/null 2>&1; then
+  echo "ok   previous checkpoint still usable"
+else
+  fail "previous checkpoint $previous not usable"
+fi
+expect_error checkpoint-shape 2 "holds a model of vocab 16384.*asks for vocab 8000" \
+  "${resume_args[@]}" --vocab 8000 --out "$tmp/x" --resume-from "$previous"
+
+# 5. Bad input.
+expect_error missing-corpus 2 "corpus directory .* does not exist" "${common[@]}" --corpus "$tmp/none"
+expect_error unreadable-config 2 "$tmp/none.json" "${common[@]}" --config "$tmp/none.json"
+printf '{"steps": 5, "sync": ' >"$tmp/broken.json"
+expect_error broken-config 2 "not valid JSON" train --config "$tmp/broken.json"
+printf '{"sync": "nope"}\n' >"$tmp/bad-sync.json"
+expect_error config-unknown-scheme 2 "nope" train --config "$tmp/bad-sync.json"
+expect_error unknown-scheme 2 "sync: .*nope" "${common[@]}" --sync nope
+expect_error unknown-preset 2 "preset: .*huge" "${common[@]}" --preset huge
+expect_error vocab-too-large 2 "vocabulary of 60000 words requested" "${common[@]}" --vocab 60000
+expect_error heads 2 "not divisible by heads" "${common[@]}" --heads 5
+mkdir -p "$tmp/two-docs"
+printf 'The/at cat/nn sat/vbd ./.\n' | tee "$tmp/two-docs/ca01" >"$tmp/two-docs/ca02"
+expect_error world-exceeds-documents 3 "world size 3 exceeds the 2 training documents" \
+  "${common[@]}" --corpus "$tmp/two-docs" --vocab 4
+
+# 6. A config file (JSON), overridden by a flag; top-k compressed dense gradients train.
+printf '{"steps": 4, "sync": "zen_coo", "d_model": 32, "log_every": 1}\n' >"$tmp/cfg.json"
+if out=$(run 2 "$atoll" train --config "$tmp/cfg.json" --steps 3 --eval-every 0 --plot false 2>&1) &&
+  grep -q "sync zen_coo" <<<"$out" && grep -q "step 3/3" <<<"$out"; then
+  echo "ok   JSON config + flag override"
+else
+  fail "JSON config + flag override"; echo "$out"
+fi
+if out=$(run 2 "$atoll" "${common[@]}" --steps 20 --topk 0.05 --out "$tmp/topk" 2>&1) &&
+  a=$(losses "$tmp/topk/metrics.jsonl" | head -1 | cut -d' ' -f2) &&
+  b=$(losses "$tmp/topk/metrics.jsonl" | tail -1 | cut -d' ' -f2) &&
+  awk -v a="$a" -v b="$b" 'BEGIN { exit !(b < a - 0.5) }'; then
+  echo "ok   top-k 5% with error feedback trains: $a -> $b"
+else
+  fail "top-k run: ${a:-?} -> ${b:-?}"; echo "$out"
+fi
+
+[ $failures -eq 0 ] && echo "all train checks passed" || echo "$failures train check(s) failed"
+exit $((failures > 0))
