@@ -346,6 +346,25 @@ Evaluation evaluate(Communicator& comm, Gpt& model, const std::vector<std::int64
   return e;
 }
 
+// The unigram baseline: perplexity of the validation windows' predicted tokens under the training
+// split's word frequencies (add-one smoothed over the vocabulary). Collective.
+double unigram_perplexity(Communicator& comm, const Vocabulary& vocab,
+                          const std::vector<std::int64_t>& windows, int seq_len) {
+  const auto& counts = vocab.counts();
+  double total = 0;
+  for (auto c : counts) total += static_cast<double>(c);
+  double sums[2] = {0, 0};
+  const std::size_t w = static_cast<std::size_t>(seq_len) + 1;
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    if (i % w == 0) continue;  // the first token of a window is context, never predicted
+    const auto id = static_cast<std::size_t>(windows[i]);
+    sums[0] -= std::log((static_cast<double>(counts[id]) + 1) / (total + counts.size()));
+    sums[1] += 1;
+  }
+  comm.allreduce(std::span<double>(sums, 2), ReduceOp::sum);
+  return sums[1] > 0 ? std::exp(sums[0] / sums[1]) : 0;
+}
+
 std::string format_duration(double s) {
   const auto t = static_cast<long>(std::max(0.0, s));
   return fmt::format("{}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60);
@@ -558,6 +577,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
         cfg.topk > 0 ? fmt::format(", dense top-k {}", cfg.topk) : "");
   }
 
+  const double unigram = unigram_perplexity(comm, data.vocab, val_windows, cfg.model.seq_len);
   Evaluation first{}, last{};
   bool have_first = false;
   if (start == 0 && cfg.eval_every > 0) {
@@ -569,8 +589,10 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                    first.perplexity);
       }
       if (metrics.is_open()) {
-        metrics << nlohmann::json{{"step", 0}, {"val_loss", first.loss},
-                                  {"val_ppl", first.perplexity}}
+        metrics << nlohmann::json{{"step", 0},
+                                  {"val_loss", first.loss},
+                                  {"val_ppl", first.perplexity},
+                                  {"unigram_val_ppl", unigram}}
                        .dump()
                 << "\n"
                 << std::flush;
@@ -698,6 +720,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     } else if (cfg.eval_every > 0) {
       fmt::print("  validation perplexity after {} steps: {:.1f}\n", cfg.steps, last.perplexity);
     }
+    fmt::print("  unigram baseline (training word frequencies): validation perplexity {:.1f}\n",
+               unigram);
     if (world > 1)
     fmt::print("  embedding gradient synchronized by {}: {} sent by rank 0 over {} steps; dense "
                "allreduce would send {} ({:.1f}x more)\n",
