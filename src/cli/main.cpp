@@ -133,9 +133,11 @@ int main(int argc, char** argv) {
   // atoll train: every option starts from the tiny preset; --preset small replaces the model
   // shape, batch and steps unless they are given explicitly (by flag or config file).
   atl::train::TrainConfig tc = atl::train::preset_config("tiny");
-  std::vector<std::pair<CLI::Option*, std::function<void(const atl::train::TrainConfig&)>>> preset_fields;
+  std::vector<std::pair<CLI::Option*, std::function<void(const atl::train::TrainConfig&)>>>
+      preset_fields;
   auto* train_cmd = app.add_subcommand(
-      "train", "train a GPT-style language model data-parallel (run under mpirun or scripts/simulate)");
+      "train",
+      "train a GPT-style language model data-parallel (run under mpirun or scripts/simulate)");
   // The config file is an option of the top-level app whose items belong to `train` (CLI11 reads
   // config files at that level); fallthrough lets `atoll train --config FILE` name it after train.
   app.config_formatter(std::make_shared<JsonOrTomlConfig>());
@@ -146,35 +148,51 @@ int main(int argc, char** argv) {
       member(tc) = member(const_cast<atl::train::TrainConfig&>(p));
     });
   };
-  train_cmd->add_option("--preset", tc.preset, "model preset: tiny (tests, demo) | small (embedding-heavy)")
+  train_cmd
+      ->add_option("--preset", tc.preset,
+                   "model preset: tiny (tests, demo) | small (embedding-heavy)")
       ->check(CLI::IsMember({"tiny", "small"}));
-  preset_opt(train_cmd->add_option("--vocab", tc.model.vocab, "vocabulary size = embedding rows (with <eos>, <unk>)"),
-             [](auto& c) -> auto& { return c.model.vocab; });
-  preset_opt(train_cmd->add_option("--d-embed", tc.model.d_embed, "embedding width"),
-             [](auto& c) -> auto& { return c.model.d_embed; });
-  preset_opt(train_cmd->add_option("--d-model", tc.model.d_model, "transformer width"),
-             [](auto& c) -> auto& { return c.model.d_model; });
-  preset_opt(train_cmd->add_option("--layers", tc.model.layers, "transformer blocks"),
-             [](auto& c) -> auto& { return c.model.layers; });
-  preset_opt(train_cmd->add_option("--heads", tc.model.heads, "attention heads"),
-             [](auto& c) -> auto& { return c.model.heads; });
-  preset_opt(train_cmd->add_option("--seq-len", tc.model.seq_len, "tokens per sequence"),
-             [](auto& c) -> auto& { return c.model.seq_len; });
-  preset_opt(train_cmd->add_option("--head", tc.model.head, "output layer: full | adaptive")
-                 ->check(CLI::IsMember({"full", "adaptive"})),
-             [](auto& c) -> auto& { return c.model.head; });
-  preset_opt(train_cmd->add_option("--cutoffs", tc.model.cutoffs, "adaptive head cluster cutoffs"),
-             [](auto& c) -> auto& { return c.model.cutoffs; });
-  preset_opt(train_cmd->add_option("--batch", tc.batch, "sequences per rank per step"),
-             [](auto& c) -> auto& { return c.batch; });
-  preset_opt(train_cmd->add_option("--steps", tc.steps, "optimizer steps"),
-             [](auto& c) -> auto& { return c.steps; });
-  train_cmd->add_option("--corpus", tc.corpus, "Brown corpus directory (default: the cache of scripts/fetch-corpus)");
+  preset_opt(
+      train_cmd->add_option("--vocab", tc.model.vocab,
+                            "vocabulary size = embedding rows (with <eos>, <unk>)"),
+      [](auto& c) -> auto& { return c.model.vocab; });
+  preset_opt(
+      train_cmd->add_option("--d-embed", tc.model.d_embed, "embedding width"),
+      [](auto& c) -> auto& { return c.model.d_embed; });
+  preset_opt(
+      train_cmd->add_option("--d-model", tc.model.d_model, "transformer width"),
+      [](auto& c) -> auto& { return c.model.d_model; });
+  preset_opt(
+      train_cmd->add_option("--layers", tc.model.layers, "transformer blocks"),
+      [](auto& c) -> auto& { return c.model.layers; });
+  preset_opt(
+      train_cmd->add_option("--heads", tc.model.heads, "attention heads"),
+      [](auto& c) -> auto& { return c.model.heads; });
+  preset_opt(
+      train_cmd->add_option("--seq-len", tc.model.seq_len, "tokens per sequence"),
+      [](auto& c) -> auto& { return c.model.seq_len; });
+  preset_opt(
+      train_cmd->add_option("--head", tc.model.head, "output layer: full | adaptive")
+          ->check(CLI::IsMember({"full", "adaptive"})),
+      [](auto& c) -> auto& { return c.model.head; });
+  preset_opt(
+      train_cmd->add_option("--cutoffs", tc.model.cutoffs, "adaptive head cluster cutoffs"),
+      [](auto& c) -> auto& { return c.model.cutoffs; });
+  preset_opt(
+      train_cmd->add_option("--batch", tc.batch, "sequences per rank per step"),
+      [](auto& c) -> auto& { return c.batch; });
+  preset_opt(
+      train_cmd->add_option("--steps", tc.steps, "optimizer steps"),
+      [](auto& c) -> auto& { return c.steps; });
+  train_cmd->add_option("--corpus", tc.corpus,
+                        "Brown corpus directory (default: the cache of scripts/fetch-corpus)");
   train_cmd->add_option("--seed", tc.seed, "seed (initialisation and batches)");
   train_cmd->add_option("--lr", tc.lr, "peak learning rate, dense parameters (AdamW)");
-  train_cmd->add_option("--embed-lr", tc.embed_lr, "peak learning rate, embedding rows (lazy AdamW)");
+  train_cmd->add_option("--embed-lr", tc.embed_lr,
+                        "peak learning rate, embedding rows (lazy AdamW)");
   train_cmd->add_option("--weight-decay", tc.weight_decay, "decoupled weight decay");
-  train_cmd->add_option("--warmup-steps", tc.warmup_steps, "linear warm-up steps, then cosine decay");
+  train_cmd->add_option("--warmup-steps", tc.warmup_steps,
+                        "linear warm-up steps, then cosine decay");
   std::string sync_names;
   for (const auto& n : atl::sync::scheme_names()) sync_names += (sync_names.empty() ? "" : "|") + n;
   train_cmd->add_option("--sync", tc.sync, "embedding gradient scheme: " + sync_names)
@@ -186,13 +204,16 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--eval-windows", tc.eval_windows, "validation sequences");
   train_cmd->add_option("--log-every", tc.log_every, "progress line every K steps");
   train_cmd->add_option("--out", tc.out, "output directory: metrics.jsonl, checkpoints/, loss.png");
-  train_cmd->add_option("--checkpoint-every", tc.checkpoint_every, "checkpoint every K steps (and at the end)");
+  train_cmd->add_option("--checkpoint-every", tc.checkpoint_every,
+                        "checkpoint every K steps (and at the end)");
   train_cmd->add_option("--keep-checkpoints", tc.keep_checkpoints, "checkpoints kept");
   train_cmd->add_flag("--resume", tc.resume, "continue from the newest checkpoint in --out");
   train_cmd->add_option("--resume-from", tc.resume_from, "continue from this checkpoint file");
-  train_cmd->add_option("--dump-grads", tc.dump_grads, "write embedding gradients as traces to this directory");
+  train_cmd->add_option("--dump-grads", tc.dump_grads,
+                        "write embedding gradients as traces to this directory");
   train_cmd->add_option("--dump-grads-steps", tc.dump_grads_steps, "... for this many steps");
-  train_cmd->add_option("--plot", tc.plot, "draw out/loss.png with gnuplot at the end (true|false)");
+  train_cmd->add_option("--plot", tc.plot,
+                        "draw out/loss.png with gnuplot at the end (true|false)");
   train_cmd->add_flag("--quiet", tc.quiet, "no progress lines or report");
 
   try {

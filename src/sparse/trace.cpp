@@ -1,12 +1,12 @@
 #include "atoll/sparse/trace.h"
 
-#include "atoll/util/files.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 #include <regex>
+
+#include "atoll/util/files.h"
 
 namespace atl::sparse {
 namespace {

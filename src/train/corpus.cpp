@@ -130,7 +130,8 @@ std::vector<std::uint32_t> encode(const Vocabulary& vocab, const std::vector<Raw
 
 RankData load_rank_data(const CorpusOptions& options, int rank, int world) {
   if (options.validation_every < 2) {
-    throw DataError(fmt::format("validation_every {} must be at least 2", options.validation_every));
+    throw DataError(
+        fmt::format("validation_every {} must be at least 2", options.validation_every));
   }
   const auto files = list_documents(options.dir);
   std::vector<RawDocument> train, validation;
@@ -144,10 +145,11 @@ RankData load_rank_data(const CorpusOptions& options, int rank, int world) {
   }
   if (static_cast<std::size_t>(world) > train.size()) {
     throw DataError(fmt::format(
-        "world size {} exceeds the {} training documents: some ranks would have no data",
-        world, train.size()));
+        "world size {} exceeds the {} training documents: some ranks would have no data", world,
+        train.size()));
   }
-  if (validation.empty()) throw DataError("the corpus has too few documents for a validation split");
+  if (validation.empty())
+    throw DataError("the corpus has too few documents for a validation split");
   RankData data;
   data.vocab = Vocabulary::build(train, options.vocab_size);
   std::vector<RawDocument> shard;

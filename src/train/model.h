@@ -24,7 +24,7 @@ struct GptImpl : torch::nn::Module {
   torch::Tensor loss(const torch::Tensor& tokens);
 
   ModelShape shape;
-  torch::nn::Embedding tok{nullptr};  // sparse gradient
+  torch::nn::Embedding tok{nullptr};      // sparse gradient
   torch::nn::Linear embed_proj{nullptr};  // d_embed -> d_model, only when they differ
   torch::nn::Embedding pos{nullptr};
   torch::nn::ModuleList blocks;

@@ -1,6 +1,8 @@
 // The data-parallel trainer: forward/backward with LibTorch on every rank, the embedding's sparse
 // gradient summed by a sparse scheme, dense gradients by bucketed allreduce (or top-k + error
 // feedback through the sparse scheme), then identical optimizer steps on every rank.
+#include "atoll/train/trainer.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include "atoll/sparse/trace.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/train/corpus.h"
-#include "atoll/train/trainer.h"
 #include "atoll/util/files.h"
 #include "checkpoint.h"
 #include "model.h"
@@ -231,7 +232,8 @@ struct LazyAdamW {
 class DenseSync {
  public:
   DenseSync(std::vector<torch::Tensor> params, std::uint64_t bucket_bytes, double topk)
-      : params_(std::move(params)), bucket_(std::max<std::uint64_t>(1, bucket_bytes / 4)),
+      : params_(std::move(params)),
+        bucket_(std::max<std::uint64_t>(1, bucket_bytes / 4)),
         topk_(topk) {
     for (const auto& p : params_) total_ += static_cast<std::size_t>(p.numel());
     flat_.resize(total_);
@@ -398,10 +400,10 @@ std::string plot_loss(const std::filesystem::path& out) {
       "'{2}' using 1:2 with linespoints title 'validation'\n",
       png.string(), (out / "loss-train.dat").string(), (out / "loss-val.dat").string());
   util::write_file_atomic(out / "loss.gnuplot", script);
-  const std::string cmd =
-      fmt::format("gnuplot '{}' 2>/dev/null || gnuplot -e \"set terminal png\" '{}' >/dev/null "
-                  "2>&1",
-                  (out / "loss.gnuplot").string(), (out / "loss.gnuplot").string());
+  const std::string cmd = fmt::format(
+      "gnuplot '{}' 2>/dev/null || gnuplot -e \"set terminal png\" '{}' >/dev/null "
+      "2>&1",
+      (out / "loss.gnuplot").string(), (out / "loss.gnuplot").string());
   if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(png)) {
     std::fprintf(stderr, "atoll: warning: gnuplot could not draw %s\n", png.c_str());
     return "";
@@ -451,8 +453,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     co.vocab_size = static_cast<std::size_t>(cfg.model.vocab);
     data = load_rank_data(co, rank, world);
     if (data.train.size() < static_cast<std::size_t>(cfg.model.seq_len) + 1) {
-      throw DataError(fmt::format("rank {}: shard of {} tokens is shorter than one sequence",
-                                  rank, data.train.size()));
+      throw DataError(fmt::format("rank {}: shard of {} tokens is shorter than one sequence", rank,
+                                  data.train.size()));
     }
   });
   const auto val_windows =
@@ -466,8 +468,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     // No torch guard may span a communicator call: under SMPI all ranks share one OS thread, and
     // torch's grad mode is thread-local (a guard held across a yield leaks into other ranks).
     for (auto& p : model->parameters()) {
-      comm.broadcast(std::span<float>(p.data_ptr<float>(), static_cast<std::size_t>(p.numel())),
-                     0);
+      comm.broadcast(std::span<float>(p.data_ptr<float>(), static_cast<std::size_t>(p.numel())), 0);
     }
   }
   torch::Tensor embedding = model->tok->weight;
@@ -478,8 +479,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     (np.value().dim() >= 2 ? decay : no_decay).push_back(np.value());
   }
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay)));
+  groups.emplace_back(decay,
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay)));
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                     torch::optim::AdamWOptions(cfg.lr).weight_decay(0)));
   torch::optim::AdamW dense_opt(groups, torch::optim::AdamWOptions(cfg.lr));
@@ -508,11 +510,12 @@ int run(Communicator& comm, const TrainConfig& cfg) {
           torch::serialize::InputArchive probe;
           read_checkpoint(file, probe);
         } catch (const CheckpointError& e) {
-          std::string older = all.size() > 1 ? fmt::format("; the previous one, {}, can be used "
-                                                           "with --resume-from {}",
-                                                           all[all.size() - 2].string(),
-                                                           all[all.size() - 2].string())
-                                             : "";
+          std::string older = all.size() > 1
+                                  ? fmt::format(
+                                        "; the previous one, {}, can be used "
+                                        "with --resume-from {}",
+                                        all[all.size() - 2].string(), all[all.size() - 2].string())
+                                  : "";
           throw CheckpointError(fmt::format("{} (refused){}", e.what(), older));
         }
       }
@@ -521,9 +524,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       torch::Tensor shape;
       ar.read("shape", shape, true);
       if (!torch::equal(shape, ShapeRecord::of(cfg.model))) {
-        throw CheckpointError(fmt::format(
-            "checkpoint {} holds a model of {}, this run asks for {}", file.string(),
-            ShapeRecord::describe(shape), ShapeRecord::describe(ShapeRecord::of(cfg.model))));
+        throw CheckpointError(fmt::format("checkpoint {} holds a model of {}, this run asks for {}",
+                                          file.string(), ShapeRecord::describe(shape),
+                                          ShapeRecord::describe(ShapeRecord::of(cfg.model))));
       }
       torch::NoGradGuard no_grad;
       model->load(ar);
@@ -572,8 +575,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     fmt::print(
         "atoll train: preset {}, {} ranks, {} parameters ({} in the embedding, {:.0f}%), vocab {}, "
         "{} training documents ({} on rank 0), sync {}{}\n",
-        cfg.preset, world, params, M, 100.0 * M / params, data.vocab.size(),
-        data.train_documents, data.shard_documents, cfg.sync,
+        cfg.preset, world, params, M, 100.0 * M / params, data.vocab.size(), data.train_documents,
+        data.shard_documents, cfg.sync,
         cfg.topk > 0 ? fmt::format(", dense top-k {}", cfg.topk) : "");
   }
 
@@ -608,9 +611,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   for (int step = start + 1; step <= cfg.steps; ++step) {
     const double t0 = comm.wtime();
     const auto bytes0 = comm.traffic().bytes_sent;
-    auto tokens = to_tensor(
-        sample_batch(data.train, cfg.batch, cfg.model.seq_len, cfg.seed, step, rank),
-        cfg.model.seq_len);
+    auto tokens =
+        to_tensor(sample_batch(data.train, cfg.batch, cfg.model.seq_len, cfg.seed, step, rank),
+                  cfg.model.seq_len);
     model->zero_grad(true);
     auto loss = model->loss(tokens);
     loss.backward();
@@ -635,8 +638,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     const double lr = learning_rate(cfg, cfg.lr, step);
     for (auto& g : dense_opt.param_groups()) g.options().set_lr(lr);
     dense_opt.step();
-    embed_opt.step(embedding, rows, learning_rate(cfg, cfg.embed_lr, step), cfg.weight_decay,
-                   step);
+    embed_opt.step(embedding, rows, learning_rate(cfg, cfg.embed_lr, step), cfg.weight_decay, step);
     const double t1 = comm.wtime();
 
     const double step_s = t1 - t0, comm_s = (tc1 - tc0) + (tc3 - tc2);
@@ -656,8 +658,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                      {"bytes_sent", comm.traffic().bytes_sent - bytes0},
                      {"embedding_bytes_sent", emb_bytes},
                      {"embedding_rows", rows.rows.size()}};
-    const bool eval_now =
-        cfg.eval_every > 0 && (step % cfg.eval_every == 0 || step == cfg.steps);
+    const bool eval_now = cfg.eval_every > 0 && (step % cfg.eval_every == 0 || step == cfg.steps);
     if (eval_now) {
       last = evaluate(comm, model, val_windows, cfg.model.seq_len);
       j["val_loss"] = last.loss;
@@ -669,8 +670,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
         const double mean_step = sum_step_s / timed_steps;
         fmt::print("step {}/{}  loss {:.4f}  {:.0f} tok/s  comm {:.0f}%  ETA {}{}\n", step,
                    cfg.steps, mean_loss, tokens_per_step / mean_step,
-                   100.0 * sum_comm_s / sum_step_s,
-                   format_duration(mean_step * (cfg.steps - step)),
+                   100.0 * sum_comm_s / sum_step_s, format_duration(mean_step * (cfg.steps - step)),
                    eval_now ? fmt::format("  | validation loss {:.4f}, perplexity {:.1f}",
                                           last.loss, last.perplexity)
                             : "");
@@ -678,8 +678,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       }
     }
     const bool checkpoint_now =
-        !out.empty() && ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) ||
-                         step == cfg.steps);
+        !out.empty() &&
+        ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps);
     if (checkpoint_now) {
       std::vector<float> residuals;  // top-k: every rank's residual, in rank order, on rank 0
       if (cfg.topk > 0) {
@@ -714,20 +714,22 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   if (leader && !cfg.quiet && timed_steps > 0) {
     fmt::print("\natoll train: report ({} ranks, sync {})\n", world, cfg.sync);
     if (have_first && cfg.eval_every > 0) {
-      fmt::print("  validation perplexity: {:.1f} before training, {:.1f} after {} steps ({:.2f}x "
-                 "lower)\n",
-                 first.perplexity, last.perplexity, cfg.steps, first.perplexity / last.perplexity);
+      fmt::print(
+          "  validation perplexity: {:.1f} before training, {:.1f} after {} steps ({:.2f}x "
+          "lower)\n",
+          first.perplexity, last.perplexity, cfg.steps, first.perplexity / last.perplexity);
     } else if (cfg.eval_every > 0) {
       fmt::print("  validation perplexity after {} steps: {:.1f}\n", cfg.steps, last.perplexity);
     }
     fmt::print("  unigram baseline (training word frequencies): validation perplexity {:.1f}\n",
                unigram);
     if (world > 1)
-    fmt::print("  embedding gradient synchronized by {}: {} sent by rank 0 over {} steps; dense "
-               "allreduce would send {} ({:.1f}x more)\n",
-               cfg.sync, format_bytes(emb_bytes_total / 1), timed_steps,
-               format_bytes(dense_equivalent * timed_steps),
-               emb_bytes_total > 0 ? dense_equivalent * timed_steps / emb_bytes_total : 0.0);
+      fmt::print(
+          "  embedding gradient synchronized by {}: {} sent by rank 0 over {} steps; dense "
+          "allreduce would send {} ({:.1f}x more)\n",
+          cfg.sync, format_bytes(emb_bytes_total / 1), timed_steps,
+          format_bytes(dense_equivalent * timed_steps),
+          emb_bytes_total > 0 ? dense_equivalent * timed_steps / emb_bytes_total : 0.0);
     fmt::print("  throughput {:.0f} tokens/s, {:.0f}% of step time in communication\n",
                tokens_per_step * timed_steps / sum_step_s, 100.0 * sum_comm_s / sum_step_s);
   }

@@ -90,7 +90,8 @@ std::vector<std::int64_t> sample_batch(const std::vector<std::uint32_t>& stream,
                                        int rank);
 
 // Validation windows: at most `max_windows` non-overlapping (seq_len + 1)-token windows spread
-// evenly over the validation stream; window i belongs to rank i mod world. Returns this rank's windows, row-major.
+// evenly over the validation stream; window i belongs to rank i mod world. Returns this rank's
+// windows, row-major.
 std::vector<std::int64_t> validation_windows(const std::vector<std::uint32_t>& stream, int seq_len,
                                              int max_windows, int rank, int world);
 

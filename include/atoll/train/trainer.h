@@ -14,8 +14,8 @@
 namespace atl::train {
 
 struct ModelShape {
-  int vocab = 16384;   // rows of the token embedding (= the vocabulary size)
-  int d_embed = 64;    // embedding width; projected to d_model when it differs
+  int vocab = 16384;  // rows of the token embedding (= the vocabulary size)
+  int d_embed = 64;   // embedding width; projected to d_model when it differs
   int d_model = 64;
   int layers = 2;
   int heads = 4;
@@ -31,25 +31,25 @@ struct TrainConfig {
   int batch = 16;      // sequences per rank per step
   int steps = 300;
   std::uint64_t seed = 1;
-  double lr = 3e-3;           // dense parameters (AdamW), peak
-  double embed_lr = 3e-3;     // embedding rows (lazy AdamW), peak
+  double lr = 3e-3;        // dense parameters (AdamW), peak
+  double embed_lr = 3e-3;  // embedding rows (lazy AdamW), peak
   double weight_decay = 0.01;
-  int warmup_steps = 20;      // linear warm-up, then cosine decay to 10% of the peak
-  std::string sync = "zen";   // sparse scheme for the embedding gradient (see atoll bench sync)
-  double topk = 0;            // > 0: dense gradients top-k compressed (share kept), error feedback
+  int warmup_steps = 20;     // linear warm-up, then cosine decay to 10% of the peak
+  std::string sync = "zen";  // sparse scheme for the embedding gradient (see atoll bench sync)
+  double topk = 0;           // > 0: dense gradients top-k compressed (share kept), error feedback
   std::uint64_t bucket_bytes = 25ull << 20;  // dense allreduce bucket size
-  int eval_every = 50;        // validation loss / perplexity every K steps (and at 0 and the end)
-  int eval_windows = 256;     // validation sequences (spread over the split, shared out by rank)
+  int eval_every = 50;     // validation loss / perplexity every K steps (and at 0 and the end)
+  int eval_windows = 256;  // validation sequences (spread over the split, shared out by rank)
   int log_every = 10;
-  std::string out;            // directory: metrics.jsonl, checkpoints/, loss.png (rank 0 writes)
-  int checkpoint_every = 0;   // steps; 0 = only at the end (when --out is set)
+  std::string out;           // directory: metrics.jsonl, checkpoints/, loss.png (rank 0 writes)
+  int checkpoint_every = 0;  // steps; 0 = only at the end (when --out is set)
   int keep_checkpoints = 3;
-  bool resume = false;        // continue from the newest checkpoint in out/checkpoints
-  std::string resume_from;    // continue from this checkpoint file
-  std::string dump_grads;     // write the embedding gradient of each rank as traces here
-  int dump_grads_steps = 2;   // ... for the first N steps
-  bool plot = true;           // gnuplot loss curve at the end (out/loss.png)
-  bool quiet = false;         // no progress lines
+  bool resume = false;       // continue from the newest checkpoint in out/checkpoints
+  std::string resume_from;   // continue from this checkpoint file
+  std::string dump_grads;    // write the embedding gradient of each rank as traces here
+  int dump_grads_steps = 2;  // ... for the first N steps
+  bool plot = true;          // gnuplot loss curve at the end (out/loss.png)
+  bool quiet = false;        // no progress lines
 };
 
 // The preset's shape and batch. Throws std::invalid_argument for an unknown preset.

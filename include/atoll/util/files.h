@@ -20,7 +20,8 @@ std::uint64_t fnv1a(std::span<const std::uint8_t> bytes, std::uint64_t h = 0xcbf
 
 // Writes `bytes` to `file` atomically: a temporary file in the same directory, flushed to disk
 // (fsync), then renamed over `file`, then the directory synced. A reader (or a crash) sees either
-// the old file or the whole new one. Creates the parent directory. Throws FileError naming the file.
+// the old file or the whole new one. Creates the parent directory. Throws FileError naming the
+// file.
 void write_file_atomic(const std::filesystem::path& file, std::span<const std::uint8_t> bytes);
 void write_file_atomic(const std::filesystem::path& file, const std::string& text);
 
