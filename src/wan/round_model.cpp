@@ -1,7 +1,10 @@
 #include "atoll/wan/round_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 namespace atl::wan {
 
@@ -71,6 +74,80 @@ double round_time(const Topology& t, const Partition& round, Transport transport
   double worst = 0;
   for (const auto& clique : round)
     worst = std::max(worst, clique_cost(t, clique, transport, o).time_s);
+  return worst + o.compute_s;
+}
+
+const char* to_string(ExchangeKind kind) {
+  switch (kind) {
+    case ExchangeKind::unicast:
+      return "unicast";
+    case ExchangeKind::multicast_fpga:
+      return "multicast_fpga";
+    case ExchangeKind::ring_allreduce:
+      return "ring_allreduce";
+  }
+  return "?";
+}
+
+ResolvedRound resolve(const Topology& t, const Partition& round, Transport transport,
+                      const RoundOptions& o) {
+  validate_partition(round, t.size());
+  ResolvedRound out;
+  for (const auto& clique : round) {
+    Exchange e;
+    e.sites = clique;
+    if (transport == Transport::unicast) {
+      e.kind = ExchangeKind::unicast;
+    } else if (transport == Transport::multicast_fpga) {
+      e.kind = ExchangeKind::multicast_fpga;
+    } else {
+      const auto u = clique_cost(t, clique, Transport::unicast, o);
+      const auto m = clique_cost(t, clique, Transport::multicast_fpga, o);
+      e.kind = m.time_s <= u.time_s ? ExchangeKind::multicast_fpga : ExchangeKind::unicast;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+double ring_allreduce_time(const Topology& t, const Clique& ring, const RoundOptions& o) {
+  const std::size_t k = ring.size();
+  if (k < 2) return 0;
+  double bandwidth = std::numeric_limits<double>::infinity();
+  std::vector<double> hop(k);  // hop[i]: latency ring[i] -> ring[i+1]
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::size_t a = ring[i], b = ring[(i + 1) % k];
+    hop[i] = t.latency_s(a, b);
+    bandwidth = std::min({bandwidth, t.site(a).egress_bytes_per_s, t.site(b).ingress_bytes_per_s});
+  }
+  const std::size_t steps = 2 * (k - 1);
+  double path = 0;
+  for (std::size_t end = 0; end < k; ++end) {  // the step chain ending with hop `end`
+    double sum = 0;
+    for (std::size_t u = 0; u < steps; ++u) sum += hop[(end + k * steps - u) % k];
+    path = std::max(path, sum);
+  }
+  return path + static_cast<double>(steps) * o.payload_bytes / static_cast<double>(k) / bandwidth;
+}
+
+double exchange_time(const Topology& t, const Exchange& e, const RoundOptions& o) {
+  switch (e.kind) {
+    case ExchangeKind::unicast:
+      return clique_cost(t, e.sites, Transport::unicast, o).time_s;
+    case ExchangeKind::multicast_fpga:
+      return clique_cost(t, e.sites, Transport::multicast_fpga, o).time_s;
+    case ExchangeKind::ring_allreduce:
+      return ring_allreduce_time(t, e.sites, o);
+  }
+  throw std::logic_error("unknown exchange kind");
+}
+
+double round_time(const Topology& t, const ResolvedRound& round, const RoundOptions& o) {
+  Partition sites;
+  for (const auto& e : round) sites.push_back(e.sites);
+  validate_partition(sites, t.size());
+  double worst = 0;
+  for (const auto& e : round) worst = std::max(worst, exchange_time(t, e, o));
   return worst + o.compute_s;
 }
 
