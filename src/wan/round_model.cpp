@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace atl::wan {
 
@@ -41,21 +42,35 @@ CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transp
     rate = std::min({rate, t.site(m).egress_bytes_per_s, t.site(m).ingress_bytes_per_s});
   }
   const double line_rate = rate;
+  const double fixed = static_cast<double>(k - 1) * static_cast<double>(o.chunk_bytes);
   for (auto r : clique) {
-    double latest = 0, skew_sum = 0;
+    double latest = 0;
     for (auto s : clique)
       if (s != r) latest = std::max(latest, t.latency_s(s, r));
+    std::vector<double> skews;
     for (auto s : clique)
-      if (s != r) skew_sum += latest - t.latency_s(s, r);
-    const double fixed = static_cast<double>(k - 1) * static_cast<double>(o.chunk_bytes);
+      if (s != r) skews.push_back(latest - t.latency_s(s, r));
+    // B_r(R) = Σ_s min(R·skew_s, S) + (k−1)·chunk: a stream never holds more than its payload.
+    auto buffer = [&](double R) {
+      double b = fixed;
+      for (double skew : skews) b += std::min(R * skew, o.payload_bytes);
+      return b;
+    };
     const double memory = static_cast<double>(t.site(r).fpga_memory_bytes);
-    cost.buffer_bytes = std::max(cost.buffer_bytes, line_rate * skew_sum + fixed);
+    cost.buffer_bytes = std::max(cost.buffer_bytes, buffer(line_rate));
     if (memory < fixed) {
       cost.feasible = false;
       cost.time_s = std::numeric_limits<double>::infinity();
       return cost;
     }
-    if (skew_sum > 0) rate = std::min(rate, (memory - fixed) / skew_sum);
+    if (buffer(rate) > memory) {  // largest R with B_r(R) <= M_r (B_r is increasing in R)
+      double lo = 0, hi = rate;
+      for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (buffer(mid) <= memory ? lo : hi) = mid;
+      }
+      rate = lo;
+    }
   }
   if (!(rate > 0)) {
     cost.feasible = false;

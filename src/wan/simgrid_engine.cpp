@@ -56,6 +56,11 @@ sg4::Mailbox* mailbox(const RoundState& r, const char* role, std::size_t site) {
   return sg4::Mailbox::by_name(fmt::format("r{}-{}-{}", r.number, role, site));
 }
 
+// The mailbox of one stream from site `from` to site `to`.
+sg4::Mailbox* stream(const RoundState& r, const char* role, std::size_t from, std::size_t to) {
+  return sg4::Mailbox::by_name(fmt::format("r{}-{}-{}-{}", r.number, role, from, to));
+}
+
 // Creates `code` on `host` as a receiver: `box` delivers to it eagerly (transfers start when sent,
 // not when the receiver asks), like a NIC that always accepts.
 sg4::ActorPtr receiver(std::vector<sg4::ActorPtr>& actors, const std::string& name, sg4::Host* host,
@@ -102,7 +107,7 @@ void start_multicast(const Topology& t, const Platform& p, RoundState& r, const 
         auto in = egress->get_unique<Chunk>();
         for (auto d : clique) {
           if (d == s) continue;
-          sends.push_back(mailbox(r, "fpga", d)->put_async(new Chunk(*in), in->bytes));
+          sends.push_back(stream(r, "fpga", s, d)->put_async(new Chunk(*in), in->bytes));
           ++r.messages;
         }
       }
@@ -119,6 +124,8 @@ void start_multicast(const Topology& t, const Platform& p, RoundState& r, const 
   }
   for (auto d : clique) {
     // FPGA at d's edge: holds chunks until every source's chunk j is in, then forwards the sum.
+    // One receiver per inbound stream, so a chunk is counted when it arrives (a shared mailbox
+    // would hand chunks over in the order they were sent, not received).
     struct Aggregation {
       std::vector<std::size_t> arrived;
       std::vector<std::size_t> ready;  // chunk indices complete, in completion order
@@ -127,17 +134,20 @@ void start_multicast(const Topology& t, const Platform& p, RoundState& r, const 
     };
     auto agg = std::make_shared<Aggregation>();
     agg->arrived.assign(sizes->size(), 0);
-    auto* inbound = mailbox(r, "fpga", d);
-    receiver(actors, "fpga-in", p.fpga[d], inbound, [=, &r] {
-      for (std::size_t n = 0; n < (k - 1) * sizes->size(); ++n) {
-        auto in = inbound->get_unique<Chunk>();
-        r.buffers.add(d, in->bytes);
-        if (++agg->arrived[in->index] == k - 1) {
-          agg->ready.push_back(in->index);
-          agg->available->release();
+    for (auto s : clique) {
+      if (s == d) continue;
+      auto* inbound = stream(r, "fpga", s, d);
+      receiver(actors, "fpga-in", p.fpga[d], inbound, [=, &r] {
+        for (std::size_t n = 0; n < sizes->size(); ++n) {
+          auto in = inbound->get_unique<Chunk>();
+          r.buffers.add(d, in->bytes);
+          if (++agg->arrived[in->index] == k - 1) {
+            agg->ready.push_back(in->index);
+            agg->available->release();
+          }
         }
-      }
-    });
+      });
+    }
     auto* deliver = mailbox(r, "site", d);
     actors.push_back(sg4::Actor::create("fpga-out", p.fpga[d], [=, &r] {
       for (std::size_t n = 0; n < sizes->size(); ++n) {
@@ -189,15 +199,32 @@ void start_unicast(const Platform& p, RoundState& r, const Clique& clique,
   const auto sizes = std::make_shared<std::vector<double>>(
       chunk_sizes(o.round.payload_bytes, o.round.chunk_bytes));
   for (auto d : clique) {
-    auto* pass = mailbox(r, "unicast-pass", d);
+    // The ingress link's queue: chunks in arrival order (one receiver per inbound stream).
+    struct Queue {
+      std::vector<Chunk> chunks;
+      std::size_t next = 0;
+      sg4::SemaphorePtr available = sg4::Semaphore::create(0);
+    };
+    auto queue = std::make_shared<Queue>();
+    for (auto s : clique) {
+      if (s == d) continue;
+      auto* pass = stream(r, "unicast-pass", s, d);
+      receiver(actors, "unicast-wan-in", p.fpga[d], pass, [=] {
+        for (std::size_t n = 0; n < sizes->size(); ++n) {
+          queue->chunks.push_back(*pass->get_unique<Chunk>());
+          queue->available->release();
+        }
+      });
+    }
     auto* deliver = mailbox(r, "unicast", d);
-    receiver(actors, "unicast-ingress", p.fpga[d], pass, [=, &r] {
+    actors.push_back(sg4::Actor::create("unicast-ingress", p.fpga[d], [=, &r] {
       for (std::size_t n = 0; n < (k - 1) * sizes->size(); ++n) {
-        auto in = pass->get_unique<Chunk>();
-        deliver->put(new Chunk(*in), in->bytes);
+        queue->available->acquire();
+        const Chunk c = queue->chunks[queue->next++];
+        deliver->put(new Chunk(c), c.bytes);
         ++r.messages;
       }
-    });
+    }));
     receiver(actors, "unicast-in", p.site[d], deliver, [=, &r] {
       for (std::size_t n = 0; n < (k - 1) * sizes->size(); ++n) deliver->get_unique<Chunk>();
       r.finished();
@@ -211,7 +238,7 @@ void start_unicast(const Platform& p, RoundState& r, const Clique& clique,
         auto in = egress->get_unique<Chunk>();
         // Chunk::source carries the destination on this leg.
         sends.push_back(
-            mailbox(r, "unicast-pass", in->source)->put_async(new Chunk(*in), in->bytes));
+            stream(r, "unicast-pass", s, in->source)->put_async(new Chunk(*in), in->bytes));
         ++r.messages;
       }
       sg4::Comm::wait_all(sends);
