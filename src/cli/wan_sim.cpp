@@ -34,6 +34,8 @@ struct Compared {
   double peak_buffer_bytes = 0, overflow_bytes = 0, wall_s = 0;
   std::uint64_t messages = 0;
   bool reaches_consensus = false;
+  std::size_t max_clique_size = 0;
+  std::size_t multicast_groups = 0, unicast_groups = 0;  // over one period
 };
 
 Compared compare(const wan::Topology& t, const Candidate& c, const wan::SimulationOptions& base,
@@ -51,6 +53,12 @@ Compared compare(const wan::Topology& t, const Candidate& c, const wan::Simulati
           "schedule '{}', round {}: a multicast clique does not fit the FPGA memory (the model "
           "gives no finite time)",
           c.name, r % c.period.size() + 1));
+    }
+  }
+  for (const auto& round : c.period) {
+    for (const auto& e : round) {
+      out.max_clique_size = std::max(out.max_clique_size, e.sites.size());
+      (e.kind == wan::ExchangeKind::multicast_fpga ? out.multicast_groups : out.unicast_groups)++;
     }
   }
   auto o = base;
@@ -76,6 +84,9 @@ nlohmann::json to_json(const Compared& c, double memory, double payload) {
           {"fpga_memory_bytes", memory},
           {"payload_bytes", payload},
           {"rounds_simulated", c.rounds},
+          {"max_clique_size", c.max_clique_size},
+          {"multicast_groups_per_period", c.multicast_groups},
+          {"unicast_groups_per_period", c.unicast_groups},
           {"reaches_consensus", c.reaches_consensus},
           {"model_round_times_s", c.model_s},
           {"simulated_round_times_s", c.simulated_s},
