@@ -50,9 +50,12 @@ CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transp
     std::vector<double> skews;
     for (auto s : clique)
       if (s != r) skews.push_back(latest - t.latency_s(s, r));
-    // B_r(R) = Σ_s min(R·skew_s, S) + (k−1)·chunk: a stream never holds more than its payload.
+    // B_r(R) = Σ_s min(R·skew_s, S) + (k−1)·chunk·(1 + R/I_r): a stream never holds more than
+    // its payload; a complete chunk stays while its sum crosses the ingress link (chunk / I_r),
+    // during which the next arrives at R.
+    const double ingress = t.site(r).ingress_bytes_per_s;
     auto buffer = [&](double R) {
-      double b = fixed;
+      double b = fixed * (1 + R / ingress);
       for (double skew : skews) b += std::min(R * skew, o.payload_bytes);
       return b;
     };

@@ -13,12 +13,14 @@
 // forwards one stream over the ingress link. Line rate R_line = min over members of egress and
 // ingress. Streams from near peers arrive early and wait in the FPGA for the matching chunk of the
 // farthest peer: at rate R receiver r needs
-//     B_r(R) = Σ_{s≠r} min(R · (ℓ_max,r − ℓ_sr), S) + (k−1) · chunk
-// bytes (the skew buffer, at most the whole payload per stream, plus one chunk in flight per
-// stream; the cap at S was added after the simulator showed a 100 MB all-to-all holding 0.70 GB,
-// not the 3.8 GB of the uncapped R·Σ skew). Throttling rule: if B_r(R_line) exceeds the FPGA
-// memory M_r, all senders of the clique slow down to the largest R with B_r(R) ≤ M_r for every
-// member; a clique is infeasible when M_r < (k−1)·chunk for some member.
+//     B_r(R) = Σ_{s≠r} min(R · (ℓ_max,r − ℓ_sr), S) + (k−1) · chunk · (1 + R / I_r)
+// bytes: the skew buffer (at most the whole payload per stream) plus, per stream, the chunk whose
+// sum is crossing the ingress link (it is freed when sent, chunk / I_r later) and the next one
+// arriving meanwhile. Both corrections came from the simulator (simulator.h): a 100 MB all-to-all
+// holds 0.70 GB, not the 3.8 GB of the uncapped R·Σ skew, and a pair at line rate holds two
+// chunks, not one. Throttling rule: if B_r(R_line) exceeds the FPGA memory M_r, all senders of
+// the clique slow down to the largest R with B_r(R) ≤ M_r for every member; a clique is
+// infeasible when M_r < (k−1)·chunk for some member.
 // Clique time: max ℓ in the clique + S / R. The rate R is set when the clique starts, from the
 // known latencies and the members' memories (an open-loop, rate-based throttle; the simulator,
 // simulator.h, checks that the buffers it predicts are never exceeded).
