@@ -129,6 +129,44 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--compute-s", plan_options.compute_s, "local compute between rounds");
   plan_cmd->add_option("--sweep", plan_options.sweep, "fpga-memory: best schedule per memory size");
   plan_cmd->add_flag("--json", plan_options.json, "one JSON object per schedule");
+  plan_cmd->add_option("--schedule-out", plan_options.schedule_out,
+                       "write the planned schedule to this file (docs/wan.md, schedule format)");
+
+  // wan-sim: the SimGrid simulation of WAN schedules.
+  atl::cli::WanSimOptions wan_sim_options;
+  wan_sim_options.plan.payload_bytes = -1;  // the schedule file's unless given
+  auto* wan_sim_cmd = app.add_subcommand(
+      "wan-sim", "simulate WAN schedules in SimGrid; check the round model within a tolerance");
+  {
+    auto& w = wan_sim_options;
+    auto* schedule = wan_sim_cmd->add_option(
+        "--schedule", w.schedule_file, "schedule file to simulate (atoll plan --schedule-out)");
+    auto* from_plan = wan_sim_cmd->add_flag(
+        "--from-plan", w.from_plan, "plan, then simulate every schedule the planner reports");
+    schedule->excludes(from_plan);
+    wan_sim_cmd->add_option("--topology", w.plan.topology_file,
+                            "sites CSV (default: data/cities-9.csv)");
+    wan_sim_cmd->add_option("--latency-matrix", w.plan.latency_matrix_file,
+                            "measured one-way latencies, CSV in ms");
+    wan_sim_cmd->add_option("--rounds", w.rounds,
+                            "rounds to simulate (default: rounds to consensus, else one period)");
+    wan_sim_cmd->add_option("--payload", w.plan.payload_bytes,
+                            "bytes each site sends per round (default: the schedule's, or 1e8)");
+    wan_sim_cmd->add_option("--fpga-memory", w.plan.fpga_memory_bytes,
+                            "FPGA memory per site, bytes");
+    wan_sim_cmd->add_option("--egress-gbps", w.plan.egress_gbps, "WAN egress per site");
+    wan_sim_cmd->add_option("--ingress-gbps", w.plan.ingress_gbps, "WAN ingress per site");
+    wan_sim_cmd->add_option("--chunk-bytes", w.chunk_bytes, "FPGA aggregation unit, bytes");
+    wan_sim_cmd->add_option("--epsilon", w.plan.epsilon, "consensus target (with --from-plan)");
+    wan_sim_cmd->add_option("--compute-s", w.plan.compute_s, "local compute between rounds");
+    wan_sim_cmd->add_option("--tolerance", w.tolerance,
+                            "largest allowed |simulated/model - 1| per round (default 0.1)");
+    wan_sim_cmd->add_flag("--no-throttle", w.no_throttle,
+                          "multicast senders ignore FPGA memory (shows the overflow)");
+    wan_sim_cmd->add_flag("--flow-level-unicast", w.flow_level_unicast,
+                          "one SimGrid flow per unicast pair instead of fair chunk streams");
+    wan_sim_cmd->add_flag("--json", w.plan.json, "one JSON object per schedule, then a summary");
+  }
 
   // atoll train: every option starts from the tiny preset; --preset small replaces the model
   // shape, batch and steps unless they are given explicitly (by flag or config file).
@@ -255,6 +293,7 @@ int main(int argc, char** argv) {
     }
     if (plan_cmd->parsed()) return atl::cli::plan(comm, plan_options);
     if (train_cmd->parsed()) return atl::train::train(comm, tc);
+    if (wan_sim_cmd->parsed()) return atl::cli::wan_sim(comm, wan_sim_options);
     if (analyze_cmd->parsed()) {
       an.generator.values = analyze_values == "integer" ? atl::sparse::ValueKind::integer
                                                         : atl::sparse::ValueKind::normal;

@@ -9,15 +9,16 @@
 
 #include "atoll/cli/commands.h"
 #include "atoll/wan/planner.h"
+#include "atoll/wan/schedule_file.h"
+#include "wan_common.h"
 
 #ifndef ATOLL_DATA_DIR
 #define ATOLL_DATA_DIR "data"
 #endif
 
 namespace atl::cli {
-namespace {
 
-wan::Topology load(const PlanCommandOptions& o, double fpga_memory_bytes) {
+wan::Topology load_wan_topology(const PlanCommandOptions& o, double fpga_memory_bytes) {
   wan::SiteDefaults defaults;
   if (fpga_memory_bytes >= 0)
     defaults.fpga_memory_bytes = static_cast<std::uint64_t>(fpga_memory_bytes);
@@ -55,6 +56,19 @@ wan::EvaluatedSchedule best_plan(const wan::Topology& t, const wan::PlanOptions&
   best.name = "planned";  // the chosen schedule, whichever search found it
   return best;
 }
+
+wan::ScheduleFile to_schedule_file(const wan::Topology& t, const wan::EvaluatedSchedule& e,
+                                   double payload_bytes) {
+  wan::ScheduleFile f;
+  f.name = e.name;
+  for (const auto& s : t.sites()) f.site_codes.push_back(s.code);
+  f.payload_bytes = payload_bytes;
+  f.rounds_to_consensus = e.rounds;
+  f.rounds = e.resolved;
+  return f;
+}
+
+namespace {
 
 std::string describe(const wan::Topology& t, const wan::Partition& round) {
   std::string s;
@@ -113,15 +127,20 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
       if (!o.sweep.empty() && o.sweep != "fpga-memory") {
         throw UsageError(fmt::format("--sweep takes 'fpga-memory' (got '{}')", o.sweep));
       }
+      if (!o.sweep.empty() && !o.schedule_out.empty())
+        throw UsageError("--schedule-out writes one schedule: not with --sweep");
       wan::PlanOptions po;
       po.round.payload_bytes = o.payload_bytes;
       po.round.compute_s = o.compute_s;
       po.epsilon = o.epsilon;
       if (o.sweep.empty()) {
-        const auto t = load(o, o.fpga_memory_bytes);
+        const auto t = load_wan_topology(o, o.fpga_memory_bytes);
         const auto best = best_plan(t, po);
         auto all = wan::baselines(t, po);
         all.insert(all.begin(), best);
+        if (!o.schedule_out.empty()) {
+          wan::write_schedule_file(o.schedule_out, to_schedule_file(t, best, o.payload_bytes));
+        }
         if (o.json) {
           for (const auto& e : all) lines.push_back(to_json(t, e).dump());
         } else {
@@ -148,7 +167,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
                                       "max_clique", "rounds", "time_s", "vs_unicast_a2a"));
         }
         for (double mem = 1e6; mem <= 64e9 * 1.01; mem *= 2) {
-          const auto t = load(o, mem);
+          const auto t = load_wan_topology(o, mem);
           const auto best = best_plan(t, po);
           const auto base = wan::baselines(t, po);
           if (o.json) {

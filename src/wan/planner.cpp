@@ -84,7 +84,10 @@ EvaluatedSchedule evaluate(const Topology& t, std::string name, Schedule schedul
   e.name = std::move(name);
   e.transport = transport;
   e.schedule = std::move(schedule);
-  for (const auto& r : e.schedule) e.round_times_s.push_back(round_time(t, r, transport, o.round));
+  for (const auto& r : e.schedule) {
+    e.resolved.push_back(resolve(t, r, transport, o.round));
+    e.round_times_s.push_back(round_time(t, e.resolved.back(), o.round));
+  }
   e.rho = consensus_rate(e.schedule, t.size());
   e.rounds = rounds_to_consensus(e.schedule, t.size(), o.epsilon, o.max_rounds);
   e.max_clique_size = max_clique(e.schedule);
@@ -262,24 +265,15 @@ std::vector<EvaluatedSchedule> baselines(const Topology& t, const PlanOptions& o
   std::vector<EvaluatedSchedule> out;
   out.push_back(evaluate(t, "all_to_all_unicast", {{all}}, Transport::unicast, o));
   out.push_back(evaluate(t, "all_to_all_multicast_fpga", {{all}}, Transport::multicast_fpga, o));
-  // Ring allreduce over the sites in file order: reduce-scatter + allgather, 2(n-1) steps, each
-  // moving S/n over the slowest ring hop; exact average at the end (one "round").
+  // Ring allreduce over the sites in file order: reduce-scatter + allgather, 2(n-1) steps of S/n
+  // to the ring successor (cost: ring_allreduce_time); exact average at the end (one "round").
   {
     EvaluatedSchedule e;
     e.name = "ring_allreduce";
     e.transport = Transport::unicast;
     e.schedule = {{all}};
-    double hop_latency = 0, bandwidth = kInf;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t j = (i + 1) % n;
-      hop_latency = std::max(hop_latency, t.latency_s(i, j));
-      bandwidth =
-          std::min({bandwidth, t.site(i).egress_bytes_per_s, t.site(j).ingress_bytes_per_s});
-    }
-    const double steps = 2.0 * static_cast<double>(n - 1);
-    e.round_times_s = {
-        steps * (hop_latency + o.round.payload_bytes / static_cast<double>(n) / bandwidth) +
-        o.round.compute_s};
+    e.resolved = {{Exchange{ExchangeKind::ring_allreduce, all}}};
+    e.round_times_s = {round_time(t, e.resolved[0], o.round)};
     e.rho = 0;
     e.rounds = 1;
     e.time_to_consensus_s = e.round_times_s[0];
@@ -309,8 +303,10 @@ std::vector<EvaluatedSchedule> baselines(const Topology& t, const PlanOptions& o
     e.name = "hierarchical";
     e.transport = Transport::unicast;
     e.schedule = {by_continent, {leaders}, by_continent};
-    const double regional = round_time(t, by_continent, Transport::unicast, o.round);
-    e.round_times_s = {regional, round_time(t, {leaders}, Transport::unicast, o.round), regional};
+    for (const auto& r : e.schedule) {
+      e.resolved.push_back(resolve(t, r, Transport::unicast, o.round));
+      e.round_times_s.push_back(round_time(t, e.resolved.back(), o.round));
+    }
     e.rho = 0;
     e.rounds = 3;
     e.time_to_consensus_s = e.round_times_s[0] + e.round_times_s[1] + e.round_times_s[2];

@@ -59,6 +59,43 @@ else
   echo "FAIL plan-json"; echo "$out"; failures=$((failures + 1))
 fi
 
+# wan-sim: bad input ends with an error naming the problem; a planned schedule file round-trips
+# through `atoll plan --schedule-out` and `atoll wan-sim --schedule`, within 10% of the model.
+expect_error wan-sim-mode "give either --schedule FILE or --from-plan" wan-sim
+expect_error wan-sim-epsilon "epsilon must be in \(0, 1\)" wan-sim --from-plan --epsilon 2
+expect_error wan-sim-one-site "at least two sites" wan-sim --from-plan --topology "$tmp/one-site.csv"
+expect_error wan-sim-negative-bandwidth "bandwidth must be positive" wan-sim --from-plan \
+  --topology "$tmp/negative.csv"
+expect_error wan-sim-no-file "cannot read schedule file" wan-sim --schedule "$tmp/none.txt"
+head='atoll-wan-schedule 1\nsites TYO LON NYC\npayload_bytes 1e7\nround\n'
+printf "${head}clique unicast TYO PAR\n" > "$tmp/unknown-city.txt"
+expect_error wan-sim-unknown-city "unknown site 'PAR'" wan-sim --schedule "$tmp/unknown-city.txt"
+printf "${head}clique unicast TYO LON\nclique unicast LON NYC\n" > "$tmp/twice.txt"
+expect_error wan-sim-site-twice "site 'LON' is in two groups of round 1" wan-sim \
+  --schedule "$tmp/twice.txt"
+printf "${head}clique multicast_fpga TYO LON NYC\n" > "$tmp/multicast.txt"
+expect_error wan-sim-memory-too-small "does not fit the FPGA memory" wan-sim \
+  --schedule "$tmp/multicast.txt" --fpga-memory 1000
+if timeout 60 "$atoll" plan --payload 1e7 --fpga-memory 1e9 --schedule-out "$tmp/planned.txt" \
+    >/dev/null && head -1 "$tmp/planned.txt" | grep -q "atoll-wan-schedule 1" \
+  && out=$(timeout 120 mpirun --oversubscribe -np 2 "$atoll" wan-sim --schedule "$tmp/planned.txt" \
+    --fpga-memory 1e9 2>&1) && grep -qE "^planned +total" <<<"$out"; then
+  echo "ok   wan-sim-schedule-file"
+else
+  echo "FAIL wan-sim-schedule-file"; echo "$out"; failures=$((failures + 1))
+fi
+# The check fails when the simulation cannot agree: without the throttle, a small-memory
+# all-to-all multicast runs faster than the (throttled) model.
+printf "${head}clique multicast_fpga TYO LON NYC\n" > "$tmp/multicast.txt"
+if out=$(timeout 60 "$atoll" wan-sim --schedule "$tmp/multicast.txt" --fpga-memory 4e6 \
+    --no-throttle 2>&1); then
+  echo "FAIL wan-sim-check-fails: exit status 0"; echo "$out"; failures=$((failures + 1))
+elif grep -q "differ by more than 10%" <<<"$out"; then
+  echo "ok   wan-sim-check-fails"
+else
+  echo "FAIL wan-sim-check-fails"; echo "$out"; failures=$((failures + 1))
+fi
+
 # And the good traces run and verify.
 if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/good" --verify \
     --repeat 1 >"$tmp/good.out" 2>&1; then

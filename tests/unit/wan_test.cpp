@@ -148,18 +148,21 @@ TEST(RoundModel, FpgaBufferForAHandComputedClique) {
   o.chunk_bytes = 1000;
   // Receiver A hears B after 10 ms and C after 30 ms: skew 20 ms; receiver B: 10 and 20 ms ->
   // 10 ms; receiver C: 30 and 20 ms -> 10 ms. At line rate 1 GB/s the worst buffer is at A:
-  // 1e9 · 0.020 + 2 · 1000 = 20,002,000 bytes.
+  // 1e9 · 0.020 + 2 · 1000 · (1 + 1e9 / 1e9) = 20,004,000 bytes (two chunks per stream: one
+  // crossing the ingress link, the next arriving).
   const auto roomy = line_topology(std::uint64_t{1} << 30);
   const auto c = clique_cost(roomy, {0, 1, 2}, Transport::multicast_fpga, o);
-  EXPECT_DOUBLE_EQ(c.buffer_bytes, 1e9 * 0.020 + 2000);
+  EXPECT_DOUBLE_EQ(c.buffer_bytes, 1e9 * 0.020 + 4000);
   EXPECT_FALSE(c.throttled);
   EXPECT_NEAR(c.time_s, 0.030 + 0.1, 1e-12);  // one copy on each link, whatever k
-  // 10 MB of FPGA memory: A throttles the clique to (10e6 - 2000) / 0.020 B/s.
+  // 10 MB of FPGA memory: A throttles the clique to R with R · 0.020 + 2000 · (1 + R / 1e9) =
+  // 10e6, R = (10e6 - 2000) / 0.020002 B/s.
   const auto tight = line_topology(10'000'000);
   const auto d = clique_cost(tight, {0, 1, 2}, Transport::multicast_fpga, o);
   EXPECT_TRUE(d.throttled);
-  EXPECT_NEAR(d.rate_bytes_per_s, (10e6 - 2000) / 0.020, 1e-3);
-  EXPECT_NEAR(d.time_s, 0.030 + 1e8 / ((10e6 - 2000) / 0.020), 1e-9);
+  const double rate = (10e6 - 2000) / 0.020002;
+  EXPECT_NEAR(d.rate_bytes_per_s, rate, rate * 1e-8);
+  EXPECT_NEAR(d.time_s, 0.030 + 1e8 / rate, 1e-8);
   // Pairs have no skew: line rate with any memory that holds one chunk.
   EXPECT_FALSE(clique_cost(tight, {0, 2}, Transport::multicast_fpga, o).throttled);
   // Memory below one chunk per stream: infeasible.

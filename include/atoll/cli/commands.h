@@ -52,7 +52,22 @@ struct PlanCommandOptions {
   double compute_s = 0;
   std::string sweep;  // "" or "fpga-memory"
   bool json = false;
+  std::string schedule_out;  // wan-sim: if set, write the planned schedule here (schedule_file.h)
 };
 int plan(comm::Communicator& comm, const PlanCommandOptions& options);
+
+// wan-sim: `atoll wan-sim` simulates a schedule file, or every schedule the planner reports,
+// in SimGrid and checks the round model against it (src/cli/wan_sim.cpp, docs/wan.md).
+struct WanSimOptions {
+  PlanCommandOptions plan;    // topology, bandwidth, memory, payload (< 0: file's), epsilon
+  std::string schedule_file;  // simulate this schedule ...
+  bool from_plan = false;     // ... or plan, then simulate every schedule the planner reports
+  std::size_t rounds = 0;     // 0: the schedule's rounds to consensus (else one period)
+  std::uint64_t chunk_bytes = std::uint64_t{1} << 20;
+  double tolerance = 0.10;          // largest allowed |simulated / model - 1| per round
+  bool no_throttle = false;         // multicast senders at line rate (to show the buffers overflow)
+  bool flow_level_unicast = false;  // one SimGrid flow per unicast pair (optimistic; simulator.h)
+};
+int wan_sim(comm::Communicator& comm, const WanSimOptions& options);
 
 }  // namespace atl::cli

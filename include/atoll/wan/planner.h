@@ -35,6 +35,7 @@ struct EvaluatedSchedule {
   std::optional<std::size_t> rounds;  // rounds to ε-consensus
   double time_to_consensus_s = 0;     // +inf if never
   std::size_t max_clique_size = 0;
+  std::vector<ResolvedRound> resolved;  // how each round runs (transport per clique decided)
 };
 
 EvaluatedSchedule evaluate(const Topology& topology, std::string name, Schedule schedule,

@@ -13,14 +13,27 @@
 // forwards one stream over the ingress link. Line rate R_line = min over members of egress and
 // ingress. Streams from near peers arrive early and wait in the FPGA for the matching chunk of the
 // farthest peer: at rate R receiver r needs
-//     B_r(R) = R · Σ_{s≠r} (ℓ_max,r − ℓ_sr) + (k−1) · chunk
-// bytes (the skew buffer plus one chunk in flight per stream). Throttling rule: if B_r(R_line)
-// exceeds the FPGA memory M_r, all senders of the clique slow down to the largest R with
-// B_r(R) ≤ M_r for every member; a clique is infeasible when M_r < (k−1)·chunk for some member.
-// Clique time: max ℓ in the clique + S / R.
+//     B_r(R) = Σ_{s≠r} min(R · (ℓ_max,r − ℓ_sr), S) + (k−1) · chunk · (1 + R / I_r)
+// bytes: the skew buffer (at most the whole payload per stream) plus, per stream, the chunk whose
+// sum is crossing the ingress link (it is freed when sent, chunk / I_r later) and the next one
+// arriving meanwhile. Both corrections came from the simulator (simulator.h): a 100 MB all-to-all
+// holds 0.70 GB, not the 3.8 GB of the uncapped R·Σ skew, and a pair at line rate holds two
+// chunks, not one. Throttling rule: if B_r(R_line) exceeds the FPGA memory M_r, all senders of
+// the clique slow down to the largest R with B_r(R) ≤ M_r for every member; a clique is
+// infeasible when M_r < (k−1)·chunk for some member.
+// Clique time: max ℓ in the clique + S / R. The rate R is set when the clique starts, from the
+// known latencies and the members' memories (an open-loop, rate-based throttle; the simulator,
+// simulator.h, checks that the buffers it predicts are never exceeded).
+//
+// Ring allreduce over an ordered set of sites (reduce-scatter then allgather, T = 2(k−1) steps of
+// S/k bytes to the ring successor): a site sends step t as soon as it has received step t−1 from
+// its predecessor, so the critical path runs around the ring through T consecutive hops:
+//     time = max over end site j of Σ_{u<T} ℓ(hop ending u hops before j) + T · (S/k) / B_min.
+// (Corrected after simulation: an earlier version charged T times the slowest hop's latency.)
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "atoll/wan/mixing.h"
 #include "atoll/wan/topology.h"
@@ -50,6 +63,32 @@ CliqueCost clique_cost(const Topology& topology, const Clique& clique, Transport
 
 // Time of one round (slowest clique + compute); +infinity if a clique is infeasible.
 double round_time(const Topology& topology, const Partition& round, Transport transport,
+                  const RoundOptions& options);
+
+// How one group of sites exchanges in a round, with the transport decided (what a schedule file
+// stores and what the simulator runs).
+enum class ExchangeKind { unicast, multicast_fpga, ring_allreduce };
+struct Exchange {
+  ExchangeKind kind = ExchangeKind::multicast_fpga;
+  Clique sites;  // for ring_allreduce: in ring order
+};
+using ResolvedRound = std::vector<Exchange>;
+
+const char* to_string(ExchangeKind kind);
+
+// The cliques of `round` with Transport::best replaced by the faster of the two for each clique.
+ResolvedRound resolve(const Topology& topology, const Partition& round, Transport transport,
+                      const RoundOptions& options);
+
+// Ring allreduce over `ring` (in ring order), exact average at the end; see the header comment.
+double ring_allreduce_time(const Topology& topology, const Clique& ring,
+                           const RoundOptions& options);
+
+double exchange_time(const Topology& topology, const Exchange& exchange,
+                     const RoundOptions& options);
+
+// Slowest exchange + compute; the round model as a library call for a resolved round.
+double round_time(const Topology& topology, const ResolvedRound& round,
                   const RoundOptions& options);
 
 }  // namespace atl::wan
