@@ -253,6 +253,12 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--plot", tc.plot,
                         "draw out/loss.png with gnuplot at the end (true|false)");
   train_cmd->add_flag("--quiet", tc.quiet, "no progress lines or report");
+  train_cmd
+      ->add_option("--compare-schemes", tc.compare_schemes,
+                   "benchmark: also sync each step's embedding gradient with these schemes "
+                   "(comma-separated), checked and timed in the same step")
+      ->delimiter(',')
+      ->check(CLI::IsMember(atl::sync::scheme_names()));
 
   try {
     app.parse(argc, argv);

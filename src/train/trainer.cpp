@@ -609,6 +609,16 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     }
   }
 
+  struct Compared {
+    std::string name;
+    std::unique_ptr<sync::SyncScheme> scheme;
+    std::vector<double> sync_rows_s;
+    bool verified = true;
+  };
+  std::vector<Compared> compare;
+  for (const auto& name : cfg.compare_schemes) compare.push_back({name, sync::make_scheme(name)});
+  sync::SyncResult<Index> compare_result;
+  std::vector<double> base_s, primary_sync_rows_s;  // per step: step minus primary sync+rows
   sync::SyncResult<Index> emb_result;
   sync::SyncResult<std::uint32_t> dense_result;
   double sum_step_s = 0, sum_comm_s = 0, emb_bytes_total = 0;
@@ -635,10 +645,41 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     // makes that wait visible (wait_s) instead of hiding it in the first collective of a scheme.
     const double tw0 = comm.wtime();
     comm.barrier();
+    // Benchmark mode: the same gradient also goes through every compared scheme, timed and checked
+    // against the training scheme's rows. The order rotates every step so that no scheme always
+    // meets warm (or cold) caches; the time spent on compared schemes is left out of the step.
+    double compare_total_s = 0;
+    std::vector<RowGradient> compared_rows(compare.size());
+    const std::size_t before = compare.empty() ? 0 : step % (compare.size() + 1);
+    auto run_compared = [&](std::size_t c) {
+      const double tb = comm.wtime();
+      comm.barrier();
+      const double ts0 = comm.wtime();
+      compare[c].scheme->synchronize(comm, local, compare_result);
+      compared_rows[c] = touched_rows(compare_result, E, 1.0 / world);
+      const double ts1 = comm.wtime();
+      compare[c].sync_rows_s.push_back(ts1 - ts0);
+      compare_total_s += ts1 - tb;
+    };
+    for (std::size_t c = 0; c < before; ++c) run_compared(c);
+    const double tcb = comm.wtime();
+    if (before > 0) comm.barrier();
     const double tc0 = comm.wtime();
+    compare_total_s += tc0 - tcb;
     scheme->synchronize(comm, local, emb_result);
     const double tc1 = comm.wtime();
     auto rows = touched_rows(emb_result, E, 1.0 / world);
+    const double tc2_primary = comm.wtime();
+    for (std::size_t c = before; c < compare.size(); ++c) run_compared(c);
+    for (std::size_t c = 0; c < compare.size(); ++c) {
+      const auto& crows = compared_rows[c];
+      bool same = crows.rows == rows.rows && crows.values.size() == rows.values.size();
+      for (std::size_t q = 0; same && q < crows.values.size(); ++q) {
+        const float a = crows.values[q], b = rows.values[q];
+        same = std::fabs(a - b) <= 1e-5f * std::max(std::fabs(a), std::fabs(b)) + 1e-12f;
+      }
+      compare[c].verified = compare[c].verified && same;
+    }
     const double tc2 = comm.wtime();
     dense_sync.run(comm, *dense_scheme, dense_result);
     double loss_sum = comm.allreduce_value(loss.item<double>(), ReduceOp::sum);
@@ -651,7 +692,11 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     embed_opt.step(embedding, rows, learning_rate(cfg, cfg.embed_lr, step), cfg.weight_decay, step);
     const double t1 = comm.wtime();
 
-    const double step_s = t1 - t0, wait_s = tc0 - tw0;
+    const double step_s = t1 - t0 - compare_total_s, wait_s = tc0 - tw0;
+    if (!compare.empty()) {
+      primary_sync_rows_s.push_back(tc2_primary - tc0);
+      base_s.push_back(step_s - (tc2_primary - tc0));
+    }
     const double comm_s = wait_s + (tc1 - tc0) + (tc3 - tc2);
     const double emb_bytes = static_cast<double>(emb_result.stats.bytes_sent());
     emb_bytes_total += emb_bytes;
@@ -745,6 +790,55 @@ int run(Communicator& comm, const TrainConfig& cfg) {
           emb_bytes_total > 0 ? dense_equivalent * timed_steps / emb_bytes_total : 0.0);
     fmt::print("  throughput {:.0f} tokens/s, {:.0f}% of step time in communication\n",
                tokens_per_step * timed_steps / sum_step_s, 100.0 * sum_comm_s / sum_step_s);
+  }
+  if (!compare.empty() && timed_steps > 2) {
+    // Per scheme: step time = (this step without the primary's sync + rows) + that scheme's sync +
+    // rows, both measured in the same step; median over steps after the first two (warm-up).
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const auto n = v.size();
+      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    auto after_warmup = [](const std::vector<double>& v) {
+      return std::vector<double>(v.begin() + 2, v.end());
+    };
+    std::vector<std::pair<std::string, std::vector<double>>> all;
+    all.emplace_back(cfg.sync + " (training)", primary_sync_rows_s);
+    for (auto& c : compare) {
+      // Verified only if every rank saw equal results at every step.
+      c.verified = comm.allreduce_value<std::int32_t>(c.verified ? 1 : 0, ReduceOp::min) == 1;
+      all.emplace_back(c.name, c.sync_rows_s);
+    }
+    if (leader) {
+      std::string lines;
+      fmt::print("\n  same-step comparison ({} steps after 2 warm-up; step = rest of the step + the "
+                 "scheme's embedding sync + row extraction):\n",
+                 timed_steps - 2);
+      fmt::print("  {:<20} {:>12} {:>12} {:>12} {:>9}\n", "scheme", "sync+rows ms", "step ms",
+                 "tokens/s", "verified");
+      std::vector<double> step_est;
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        const auto& [name, times] = all[k];
+        std::vector<double> est;
+        const auto t = after_warmup(times), b = after_warmup(base_s);
+        for (std::size_t i = 0; i < t.size(); ++i) est.push_back(b[i] + t[i]);
+        const double st = median(est), sr = median(t);
+        const bool verified = k == 0 || compare[k - 1].verified;
+        fmt::print("  {:<20} {:>12.2f} {:>12.2f} {:>12.0f} {:>9}\n", name, sr * 1e3, st * 1e3,
+                   tokens_per_step / st, k == 0 ? "-" : (verified ? "yes" : "NO"));
+        lines += nlohmann::json{{"scheme", k == 0 ? cfg.sync : name},
+                                {"training_scheme", k == 0},
+                                {"ranks", world},
+                                {"steps", t.size()},
+                                {"sync_rows_s", sr},
+                                {"step_s", st},
+                                {"tokens_per_s", tokens_per_step / st},
+                                {"verified", k == 0 ? true : verified}}
+                     .dump() +
+                 "\n";
+      }
+      if (!out.empty()) util::write_file_atomic(out / "compare.jsonl", lines);
+    }
   }
   if (leader && !out.empty()) {
     metrics.close();

@@ -50,6 +50,10 @@ struct TrainConfig {
   int dump_grads_steps = 2;  // ... for the first N steps
   bool plot = true;          // gnuplot loss curve at the end (out/loss.png)
   bool quiet = false;        // no progress lines
+  // Benchmark mode: every step also synchronizes the same embedding gradient with each of these
+  // schemes (results checked against the training scheme's), timing sync + row extraction in the
+  // same step, so schemes are compared under the same machine speed (see docs/train.md).
+  std::vector<std::string> compare_schemes;
 };
 
 // The preset's shape and batch. Throws std::invalid_argument for an unknown preset.
