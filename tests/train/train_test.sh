@@ -136,5 +136,15 @@ else
   fail "top-k run: ${a:-?} -> ${b:-?}"; echo "$out"
 fi
 
+# 7. Benchmark mode: every scheme on the same step's gradients, each checked against the training
+#    scheme's rows.
+if out=$(run 4 "$atoll" "${common[@]}" --steps 5 \
+  --compare-schemes allreduce,agsparse,sparcml,omnireduce,sparse_ps,zen_coo,auto 2>&1) &&
+  [ "$(grep -cE '^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +yes$' <<<"$out")" -eq 7 ]; then
+  echo "ok   --compare-schemes: 7 schemes verified against zen"
+else
+  fail "--compare-schemes"; echo "$out"
+fi
+
 [ $failures -eq 0 ] && echo "all train checks passed" || echo "$failures train check(s) failed"
 exit $((failures > 0))
