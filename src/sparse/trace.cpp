@@ -17,17 +17,8 @@ constexpr std::size_t kHeaderBytes = 48;
 
 std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) { return util::fnv1a({p, n}); }
 
-template <class T>
-void put(std::vector<std::uint8_t>& b, T v) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-  b.insert(b.end(), p, p + sizeof(T));
-}
-template <class T>
-T get(const std::uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
+using util::append_pod;
+using util::load_pod;
 
 [[noreturn]] void fail(const std::filesystem::path& file, const std::string& what) {
   throw InvalidGradient(fmt::format("trace {}: {}", file.string(), what));
@@ -45,15 +36,15 @@ TraceHeader parse_header(const std::filesystem::path& file, const std::uint8_t* 
   if (n < kHeaderBytes)
     fail(file, fmt::format("truncated: {} bytes, header needs {}", n, kHeaderBytes));
   if (std::memcmp(p, kMagic, 8) != 0) fail(file, "not an atoll gradient trace (bad magic)");
-  const auto version = get<std::uint32_t>(p + 8);
+  const auto version = load_pod<std::uint32_t>(p + 8);
   if (version != kVersion) fail(file, fmt::format("unsupported version {}", version));
   TraceHeader h;
-  h.index_bytes = get<std::uint32_t>(p + 12);
-  h.elements = get<std::uint64_t>(p + 16);
-  h.nnz = get<std::uint64_t>(p + 24);
-  h.rank = get<std::uint32_t>(p + 32);
-  h.world = get<std::uint32_t>(p + 36);
-  h.step = get<std::uint64_t>(p + 40);
+  h.index_bytes = load_pod<std::uint32_t>(p + 12);
+  h.elements = load_pod<std::uint64_t>(p + 16);
+  h.nnz = load_pod<std::uint64_t>(p + 24);
+  h.rank = load_pod<std::uint32_t>(p + 32);
+  h.world = load_pod<std::uint32_t>(p + 36);
+  h.step = load_pod<std::uint64_t>(p + 40);
   if (h.index_bytes != 4 && h.index_bytes != 8) {
     fail(file, fmt::format("index width {} bytes (must be 4 or 8)", h.index_bytes));
   }
@@ -74,18 +65,18 @@ void write_trace(const std::filesystem::path& file, const SparseGradient<Index>&
   std::vector<std::uint8_t> b;
   b.reserve(kHeaderBytes + grad.nnz() * (sizeof(Index) + 4) + 8);
   b.insert(b.end(), kMagic, kMagic + 8);
-  put<std::uint32_t>(b, kVersion);
-  put<std::uint32_t>(b, sizeof(Index));
-  put<std::uint64_t>(b, grad.elements);
-  put<std::uint64_t>(b, grad.nnz());
-  put<std::uint32_t>(b, static_cast<std::uint32_t>(rank));
-  put<std::uint32_t>(b, static_cast<std::uint32_t>(world));
-  put<std::uint64_t>(b, step);
+  append_pod<std::uint32_t>(b, kVersion);
+  append_pod<std::uint32_t>(b, sizeof(Index));
+  append_pod<std::uint64_t>(b, grad.elements);
+  append_pod<std::uint64_t>(b, grad.nnz());
+  append_pod<std::uint32_t>(b, static_cast<std::uint32_t>(rank));
+  append_pod<std::uint32_t>(b, static_cast<std::uint32_t>(world));
+  append_pod<std::uint64_t>(b, step);
   const auto* ip = reinterpret_cast<const std::uint8_t*>(grad.indices.data());
   b.insert(b.end(), ip, ip + grad.nnz() * sizeof(Index));
   const auto* vp = reinterpret_cast<const std::uint8_t*>(grad.values.data());
   b.insert(b.end(), vp, vp + grad.nnz() * sizeof(float));
-  put<std::uint64_t>(b, fnv1a(b.data(), b.size()));
+  append_pod<std::uint64_t>(b, fnv1a(b.data(), b.size()));
 
   try {
     util::write_file_atomic(file, b);
@@ -104,7 +95,7 @@ SparseGradient<Index> read_trace(const std::filesystem::path& file, TraceHeader*
                            bytes.size() < expected ? "truncated" : "trailing bytes", bytes.size(),
                            expected));
   }
-  const auto stored = get<std::uint64_t>(bytes.data() + expected - 8);
+  const auto stored = load_pod<std::uint64_t>(bytes.data() + expected - 8);
   if (fnv1a(bytes.data(), expected - 8) != stored) fail(file, "checksum mismatch (corrupt file)");
   if (h.elements > max_elements<Index>()) {
     fail(file, fmt::format("M = {} does not fit {}-bit indices", h.elements, 8 * sizeof(Index)));
@@ -115,8 +106,8 @@ SparseGradient<Index> read_trace(const std::filesystem::path& file, TraceHeader*
   g.values.resize(h.nnz);
   const std::uint8_t* p = bytes.data() + kHeaderBytes;
   for (std::uint64_t k = 0; k < h.nnz; ++k) {
-    g.indices[k] = h.index_bytes == 4 ? static_cast<Index>(get<std::uint32_t>(p + 4 * k))
-                                      : static_cast<Index>(get<std::uint64_t>(p + 8 * k));
+    g.indices[k] = h.index_bytes == 4 ? static_cast<Index>(load_pod<std::uint32_t>(p + 4 * k))
+                                      : static_cast<Index>(load_pod<std::uint64_t>(p + 8 * k));
   }
   std::memcpy(g.values.data(), p + h.nnz * h.index_bytes, h.nnz * sizeof(float));
   if (auto problem = g.check()) fail(file, *problem);

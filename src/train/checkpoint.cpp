@@ -15,17 +15,8 @@ namespace {
 constexpr char kMagic[8] = {'A', 'T', 'L', 'C', 'K', 'P', 'T', '1'};
 constexpr std::size_t kHeader = 24;
 
-template <class T>
-void put(std::vector<std::uint8_t>& b, T v) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-  b.insert(b.end(), p, p + sizeof(T));
-}
-template <class T>
-T get(const std::uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
+using util::append_pod;
+using util::load_pod;
 [[noreturn]] void fail(const std::filesystem::path& file, const std::string& what) {
   throw CheckpointError(fmt::format("checkpoint {}: {}", file.string(), what));
 }
@@ -61,10 +52,10 @@ void write_checkpoint(const std::filesystem::path& file, std::uint64_t step,
   std::vector<std::uint8_t> b;
   b.reserve(kHeader + p.size() + 8);
   b.insert(b.end(), kMagic, kMagic + 8);
-  put<std::uint64_t>(b, step);
-  put<std::uint64_t>(b, p.size());
+  append_pod<std::uint64_t>(b, step);
+  append_pod<std::uint64_t>(b, p.size());
   b.insert(b.end(), p.begin(), p.end());
-  put<std::uint64_t>(b, util::fnv1a(b));
+  append_pod<std::uint64_t>(b, util::fnv1a(b));
   util::write_file_atomic(file, b);
 }
 
@@ -78,13 +69,13 @@ std::uint64_t read_checkpoint(const std::filesystem::path& file,
   }
   if (b.size() < kHeader + 8) fail(file, fmt::format("truncated: {} bytes", b.size()));
   if (std::memcmp(b.data(), kMagic, 8) != 0) fail(file, "not an atoll checkpoint (bad magic)");
-  const auto step = get<std::uint64_t>(b.data() + 8);
-  const auto size = get<std::uint64_t>(b.data() + 16);
+  const auto step = load_pod<std::uint64_t>(b.data() + 8);
+  const auto size = load_pod<std::uint64_t>(b.data() + 16);
   if (b.size() != kHeader + size + 8) {
     fail(file, fmt::format("truncated or padded: {} bytes, the header promises {}", b.size(),
                            kHeader + size + 8));
   }
-  const auto stored = get<std::uint64_t>(b.data() + b.size() - 8);
+  const auto stored = load_pod<std::uint64_t>(b.data() + b.size() - 8);
   if (util::fnv1a({b.data(), b.size() - 8}) != stored) {
     fail(file, "checksum mismatch: the file is corrupt");
   }

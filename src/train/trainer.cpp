@@ -156,7 +156,7 @@ template <class Index>
 RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, double scale) {
   RowGradient out;
   const auto fs = static_cast<float>(scale);
-  auto add_row = [&](std::int64_t row, const float* src_or_null, auto&& fill) {
+  auto add_row = [&](std::int64_t row, auto&& fill) {
     const std::size_t at = out.values.size();
     out.values.resize(at + static_cast<std::size_t>(E), 0.0f);
     fill(out.values.data() + at);
@@ -175,7 +175,7 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
       const float* src = result.dense.data() + row * E;
       bool any = false;
       for (std::int64_t j = 0; j < E && !any; ++j) any = src[j] != 0.0f;
-      if (any) add_row(row, src, [&](float* dst) { std::copy(src, src + E, dst); });
+      if (any) add_row(row, [&](float* dst) { std::copy(src, src + E, dst); });
     }
   } else {
     const auto& idx = result.sparse.indices;
@@ -186,7 +186,7 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
       std::size_t end = k;
       while (end < idx.size() && static_cast<std::int64_t>(idx[end] / static_cast<Index>(E)) == row)
         ++end;
-      add_row(row, nullptr, [&](float* dst) {
+      add_row(row, [&](float* dst) {
         for (std::size_t q = k; q < end; ++q) dst[idx[q] - static_cast<Index>(row * E)] = val[q];
       });
       k = end;
@@ -505,6 +505,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   if (cfg.resume || !cfg.resume_from.empty()) {
     agreed(comm, [&] {
       std::filesystem::path file = cfg.resume_from;
+      std::string previous;  // named in the error when the newest checkpoint is refused
       if (file.empty()) {
         auto all = list_checkpoints(out);
         if (all.empty()) {
@@ -512,21 +513,18 @@ int run(Communicator& comm, const TrainConfig& cfg) {
               fmt::format("--resume: no checkpoint in {}", checkpoint_dir(out).string()));
         }
         file = all.back();
-        try {
-          torch::serialize::InputArchive probe;
-          read_checkpoint(file, probe);
-        } catch (const CheckpointError& e) {
-          std::string older = all.size() > 1
-                                  ? fmt::format(
-                                        "; the previous one, {}, can be used "
-                                        "with --resume-from {}",
-                                        all[all.size() - 2].string(), all[all.size() - 2].string())
-                                  : "";
-          throw CheckpointError(fmt::format("{} (refused){}", e.what(), older));
-        }
+        previous = all.size() > 1 ? all[all.size() - 2].string() : "";
       }
       torch::serialize::InputArchive ar;
-      const auto step = read_checkpoint(file, ar);
+      std::uint64_t step = 0;
+      try {
+        step = read_checkpoint(file, ar);
+      } catch (const CheckpointError& e) {
+        if (previous.empty()) throw;
+        throw CheckpointError(
+            fmt::format("{} (refused); the previous one, {}, can be used with --resume-from {}",
+                        e.what(), previous, previous));
+      }
       torch::Tensor shape;
       ar.read("shape", shape, true);
       if (!torch::equal(shape, ShapeRecord::of(cfg.model))) {
@@ -557,7 +555,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
 
   // Metrics: rank 0 keeps metrics.jsonl; on resume, lines after the checkpoint are dropped.
   std::ofstream metrics;
-  if (leader && !out.empty()) {
+  agreed(comm, [&] {
+    if (!leader || out.empty()) return;
     std::string kept;
     if (start > 0) {
       std::ifstream old(out / "metrics.jsonl");
@@ -569,7 +568,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     }
     util::write_file_atomic(out / "metrics.jsonl", kept);
     metrics.open(out / "metrics.jsonl", std::ios::app);
-  }
+    if (!metrics) throw util::FileError((out / "metrics.jsonl").string() + ": cannot append");
+  });
 
   const std::int64_t E = cfg.model.d_embed;
   const std::uint64_t M = static_cast<std::uint64_t>(cfg.model.vocab) * E;
@@ -816,9 +816,10 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     }
     if (leader) {
       std::string lines;
-      fmt::print("\n  same-step comparison ({} steps after 2 warm-up; step = rest of the step + the "
-                 "scheme's embedding sync + row extraction):\n",
-                 timed_steps - 2);
+      fmt::print(
+          "\n  same-step comparison ({} steps after 2 warm-up; step = rest of the step + the "
+          "scheme's embedding sync + row extraction):\n",
+          timed_steps - 2);
       fmt::print("  {:<20} {:>12} {:>12} {:>12} {:>9}\n", "scheme", "sync+rows ms", "step ms",
                  "tokens/s", "verified");
       std::vector<double> step_est;
@@ -842,14 +843,22 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                      .dump() +
                  "\n";
       }
-      if (!out.empty()) util::write_file_atomic(out / "compare.jsonl", lines);
+      try {
+        if (!out.empty()) util::write_file_atomic(out / "compare.jsonl", lines);
+      } catch (const util::FileError& e) {
+        std::fprintf(stderr, "atoll: warning: %s\n", e.what());
+      }
     }
   }
   if (leader && !out.empty()) {
     metrics.close();
     if (cfg.plot) {
-      const auto png = plot_loss(out);
-      if (!png.empty() && !cfg.quiet) fmt::print("  loss curve: {}\n", png);
+      try {
+        const auto png = plot_loss(out);
+        if (!png.empty() && !cfg.quiet) fmt::print("  loss curve: {}\n", png);
+      } catch (const util::FileError& e) {
+        std::fprintf(stderr, "atoll: warning: no loss plot: %s\n", e.what());
+      }
     }
     if (!cfg.quiet) fmt::print("  metrics: {}\n", (out / "metrics.jsonl").string());
   }

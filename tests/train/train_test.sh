@@ -114,6 +114,7 @@ expect_error unknown-scheme 2 "sync: .*nope" "${common[@]}" --sync nope
 expect_error unknown-preset 2 "preset: .*huge" "${common[@]}" --preset huge
 expect_error vocab-too-large 2 "vocabulary of 60000 words requested" "${common[@]}" --vocab 60000
 expect_error heads 2 "not divisible by heads" "${common[@]}" --heads 5
+expect_error unwritable-out 2 "cannot create directory" "${common[@]}" --steps 2 --out /proc/atoll-no
 mkdir -p "$tmp/two-docs"
 printf 'The/at cat/nn sat/vbd ./.\n' | tee "$tmp/two-docs/ca01" >"$tmp/two-docs/ca02"
 expect_error world-exceeds-documents 3 "world size 3 exceeds the 2 training documents" \

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <span>
 #include <stdexcept>
@@ -14,6 +15,19 @@ class FileError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Native-endian fields of the binary formats (traces, checkpoints).
+template <class T>
+void append_pod(std::vector<std::uint8_t>& bytes, T value) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(&value);
+  bytes.insert(bytes.end(), p, p + sizeof(T));
+}
+template <class T>
+T load_pod(const std::uint8_t* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
 
 // 64-bit FNV-1a, continued from `h` (so a checksum can be computed over several pieces).
 std::uint64_t fnv1a(std::span<const std::uint8_t> bytes, std::uint64_t h = 0xcbf29ce484222325ull);
