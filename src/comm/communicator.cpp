@@ -170,6 +170,62 @@ void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_
   }
 }
 
+struct Request::State {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<int> counts, displs;  // must outlive the operation
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+};
+
+Request::Request() = default;
+Request::Request(Request&&) noexcept = default;
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    if (state_) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+Request::~Request() {
+  if (state_) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+}
+
+Request Communicator::iallgatherv_raw(const void* send, std::span<const std::size_t> counts,
+                                      void* recv, std::size_t elem_bytes) {
+  if (counts.size() != static_cast<std::size_t>(size_)) {
+    throw CommError("rank " + std::to_string(rank_) +
+                    ": MPI_Iallgatherv: " + std::to_string(counts.size()) + " counts for " +
+                    std::to_string(size_) + " ranks");
+  }
+  Request r;
+  r.state_ = std::make_unique<Request::State>();
+  auto& st = *r.state_;
+  st.counts.resize(counts.size());
+  st.displs.resize(counts.size());
+  std::size_t offset = 0;
+  for (std::size_t q = 0; q < counts.size(); ++q) {
+    st.counts[q] = checked_count(counts[q], rank_, "MPI_Iallgatherv");
+    st.displs[q] = checked_count(offset, rank_, "MPI_Iallgatherv");
+    offset += counts[q];
+  }
+  if (size_ > 1) {  // counted as the ring algorithm, like allgatherv
+    st.bytes_received = (offset - counts[rank_]) * elem_bytes;
+    st.bytes_sent = (offset - counts[(rank_ + 1) % size_]) * elem_bytes;
+  }
+  MPI_Datatype t = impl_->element_type(elem_bytes);
+  impl_->check(MPI_Iallgatherv(send, st.counts[rank_], t, recv, st.counts.data(), st.displs.data(),
+                               t, impl_->comm, &st.request),
+               rank_, "MPI_Iallgatherv");
+  return r;
+}
+
+void Communicator::wait(Request& request) {
+  if (!request.state_) return;
+  auto state = std::move(request.state_);
+  impl_->check(MPI_Wait(&state->request, MPI_STATUS_IGNORE), rank_, "MPI_Wait (iallgatherv)");
+  traffic_.bytes_sent += state->bytes_sent;
+  traffic_.bytes_received += state->bytes_received;
+}
+
 void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_each) {
   MPI_Datatype t = impl_->element_type(bytes_each);
   impl_->check(MPI_Alltoall(send, 1, t, recv, 1, t, impl_->comm), rank_, "MPI_Alltoall");

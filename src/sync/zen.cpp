@@ -12,6 +12,10 @@
 // pull imbalance ≤ 1 + Θ(sqrt(n log n / nnz)).
 #include "zen.h"
 
+#include <fmt/format.h>
+
+#include <exception>
+
 #include "atoll/sync/zen_partition.h"
 #include "common.h"
 #include "schemes.h"
@@ -37,12 +41,13 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       layout_ = HashLayout(M, n, seed_);
     }
 
-    HashPartition<Index>& part = scratch<Index>();
+    Scratch<Index>& sc = scratch<Index>();
+    HashPartition<Index>& part = sc.part;
     {
       PhaseScope phase(comm, out.stats, "partition");
       zen_partition(grad, layout_, part);
     }
-    std::vector<Entry<Index>> received;
+    std::vector<Entry<Index>>& received = sc.received;
     {
       PhaseScope phase(comm, out.stats, "push");
       const auto recv_counts = comm.alltoall<std::size_t>(part.counts);
@@ -52,40 +57,123 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       comm.alltoallv<Entry<Index>>(part.entries, part.counts, received, recv_counts);
       out.stats.push_load_bytes = (total - recv_counts[rank]) * sizeof(Entry<Index>);
     }
-    std::vector<std::uint8_t> block;
+    // Aggregate, then encode the pull in chunks of the index space (zen_pull_chunks(M) of them).
+    const std::uint32_t chunks = zen_pull_chunks(M);
+    if (sc.bounds.size() != chunks + 1 || sc.bounds.back() != (M + kZenGranule - 1) / kZenGranule)
+      sc.bounds = zen_chunk_bounds(M, chunks);
     {
       PhaseScope phase(comm, out.stats, "aggregate");
-      block = zen_encode_pull_block<Index>(layout_, rank, received, pull_bitmap_);
-      out.stats.pull_load_bytes = block.size() * (n - 1);
+      zen_encode_pull_chunks<Index>(layout_, rank, received, pull_bitmap_, sc.bounds, sc.block,
+                                    sc.chunk_bytes, sc.chunk_nnz);
+      out.stats.pull_load_bytes = sc.block.size() * (n - 1);
     }
-    std::vector<std::size_t> counts;
-    std::vector<std::uint8_t> all;
-    {
-      PhaseScope phase(comm, out.stats, "pull");
-      all = comm.allgatherv<std::uint8_t>(block, &counts);
+    // Pull, pipelined: every server's block sizes and entry counts for all chunks in one small
+    // allgather; then the next chunks are on the wire while this rank decodes chunk p into its
+    // place in the sorted result (chunks are consecutive index ranges).
+    const double pull_start = comm.wtime();
+    const auto traffic_start = comm.traffic();
+    double decode_s = 0;
+    std::vector<std::uint64_t> mine(2 * chunks);
+    for (std::uint32_t p = 0; p < chunks; ++p) {
+      mine[p] = sc.chunk_bytes[p];
+      mine[chunks + p] = sc.chunk_nnz[p];
     }
-    {
-      PhaseScope phase(comm, out.stats, "decode");
-      out.dense_form = false;
-      zen_decode_pull<Index>(layout_, all, counts, out.sparse);
+    const auto sizes = comm.allgather_each<std::uint64_t>(mine);  // rank r: sizes[r*2K + ...]
+    auto bytes_of = [&](std::uint32_t server, std::uint32_t p) {
+      return static_cast<std::size_t>(sizes[server * 2 * chunks + p]);
+    };
+    std::uint64_t total = 0;
+    std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
+    std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
+    for (std::uint32_t p = 0; p < chunks; ++p) {
+      chunk_begin[p + 1] = chunk_begin[p];
+      for (std::uint32_t j = 0; j < n; ++j) {
+        counts[p][j] = bytes_of(j, p);
+        chunk_begin[p + 1] += counts[p][j];
+        total += sizes[j * 2 * chunks + chunks + p];
+      }
     }
+    if (total > M) {
+      throw std::runtime_error(
+          fmt::format("zen: servers announced {} non-zeros for {} elements", total, M));
+    }
+    sc.all.resize(chunk_begin[chunks]);
+    std::size_t my_offset = 0;
+    std::vector<comm::Request> requests(chunks);
+    auto post = [&](std::uint32_t p) {
+      const std::span<const std::uint8_t> send(sc.block.data() + my_offset, sc.chunk_bytes[p]);
+      my_offset += sc.chunk_bytes[p];
+      requests[p] = comm.iallgatherv<std::uint8_t>(
+          send, counts[p],
+          std::span<std::uint8_t>(sc.all.data() + chunk_begin[p],
+                                  chunk_begin[p + 1] - chunk_begin[p]));
+    };
+    out.dense_form = false;
+    out.sparse.elements = M;
+    out.sparse.indices.resize(total + kZenDecodeSlack);
+    out.sparse.values.resize(total + kZenDecodeSlack);
+    std::size_t pos = 0;
+    std::exception_ptr failure;  // a malformed block: finish the collectives, then throw
+    // One chunk in flight ahead of the one being decoded (two in flight measured slower: they share
+    // the link, so the first arrives later).
+    constexpr std::uint32_t kDepth = 1;
+    for (std::uint32_t p = 0; p < std::min(kDepth, chunks); ++p) post(p);
+    for (std::uint32_t p = 0; p < chunks; ++p) {
+      comm.wait(requests[p]);
+      if (p + kDepth < chunks) post(p + kDepth);
+      if (failure) continue;
+      const double t0 = comm.wtime();
+      try {
+        pos += zen_decode_pull_chunk<Index>(
+            layout_, sc.bounds[p], sc.bounds[p + 1],
+            std::span<const std::uint8_t>(sc.all.data() + chunk_begin[p],
+                                          chunk_begin[p + 1] - chunk_begin[p]),
+            counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos,
+            total - pos);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      decode_s += comm.wtime() - t0;
+    }
+    if (failure) std::rethrow_exception(failure);
+    out.sparse.indices.resize(pos);  // drop the slack (shrinking keeps the allocation)
+    out.sparse.values.resize(pos);
+    const auto& traffic_end = comm.traffic();
+    // Phases as in the unpipelined data path: "pull" is the time not spent decoding.
+    out.stats.phases.push_back(
+        PhaseStats{"pull", comm.wtime() - pull_start - decode_s,
+                   traffic_end.bytes_sent - traffic_start.bytes_sent,
+                   traffic_end.bytes_received - traffic_start.bytes_received});
+    out.stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
   }
 
  private:
+  // Buffers reused between calls: gradient-sized allocations (and their zero-filling) are not
+  // paid again every step.
   template <class Index>
-  HashPartition<Index>& scratch() {
+  struct Scratch {
+    HashPartition<Index> part;
+    std::vector<Entry<Index>> received;
+    std::vector<std::uint64_t> bounds;  // chunk boundaries in granules
+    std::vector<std::uint8_t> block;    // this server's pull blocks, chunk after chunk
+    std::vector<std::size_t> chunk_bytes;
+    std::vector<std::uint64_t> chunk_nnz;
+    std::vector<std::uint8_t> all;  // every server's blocks, chunk-major
+  };
+  template <class Index>
+  Scratch<Index>& scratch() {
     if constexpr (std::is_same_v<Index, std::uint32_t>)
-      return part32_;
+      return scratch32_;
     else
-      return part64_;
+      return scratch64_;
   }
 
   std::uint64_t seed_;
   std::string name_;
   bool pull_bitmap_;
   HashLayout layout_;
-  HashPartition<std::uint32_t> part32_;  // reused between calls
-  HashPartition<std::uint64_t> part64_;
+  Scratch<std::uint32_t> scratch32_;
+  Scratch<std::uint64_t> scratch64_;
 };
 
 }  // namespace

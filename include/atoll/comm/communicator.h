@@ -66,6 +66,25 @@ struct TrafficCounters {
   std::uint64_t bytes_received = 0;
 };
 
+class Communicator;
+
+// A non-blocking collective in flight (see Communicator::iallgatherv). Complete it with
+// Communicator::wait before touching its buffers; destroying an incomplete request waits for it
+// (MPI forbids freeing a pending collective), so buffers are never released under the library.
+class Request {
+ public:
+  Request();
+  ~Request();
+  Request(Request&&) noexcept;
+  Request& operator=(Request&&) noexcept;
+  bool active() const { return state_ != nullptr; }
+
+ private:
+  friend class Communicator;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 class Communicator {
  public:
   // The world communicator of an initialised MPI runtime (see MpiRuntime).
@@ -112,6 +131,39 @@ class Communicator {
     if (counts_out) *counts_out = std::move(counts);
     return out;
   }
+
+  // The same into caller-owned buffers: `out` keeps its allocation across calls (no per-call
+  // allocation and zero-filling of a gradient-sized buffer); counts[r] = block size of r.
+  template <class T>
+  void allgatherv(std::span<const T> send, std::vector<T>& out, std::vector<std::size_t>& counts) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    counts = allgather<std::size_t>(send.size());
+    std::size_t total = 0;
+    for (auto c : counts) total += c;
+    out.resize(total);
+    allgatherv_raw(send.data(), counts, out.data(), sizeof(T));
+  }
+
+  // `k` values from every rank (send.size() == k on all ranks), concatenated in rank order.
+  template <class T>
+  std::vector<T> allgather_each(std::span<const T> send) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::vector<T> out(send.size() * static_cast<std::size_t>(size_));
+    allgather_raw(send.data(), out.data(), send.size() * sizeof(T));
+    return out;
+  }
+
+  // Non-blocking allgatherv with known block sizes (counts[r] elements from rank r, received
+  // consecutively in rank order into `recv`, which must hold their sum). `send`, `recv` and
+  // `counts` must stay valid until wait(); the data may move while this rank computes.
+  template <class T>
+  Request iallgatherv(std::span<const T> send, std::span<const std::size_t> counts,
+                      std::span<T> recv) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return iallgatherv_raw(send.data(), counts, recv.data(), sizeof(T));
+  }
+  // Completes `request` (no-op if inactive); MPI errors throw CommError naming the operation.
+  void wait(Request& request);
 
   // Personalised exchange of one value per peer (send.size() == size()).
   template <class T>
@@ -176,6 +228,8 @@ class Communicator {
   void allgather_raw(const void* send, void* recv, std::size_t bytes_each);
   void allgatherv_raw(const void* send, const std::vector<std::size_t>& counts, void* recv,
                       std::size_t elem_bytes);
+  Request iallgatherv_raw(const void* send, std::span<const std::size_t> counts, void* recv,
+                          std::size_t elem_bytes);
   void alltoall_raw(const void* send, void* recv, std::size_t bytes_each);
   void alltoallv_raw(const void* send, std::span<const std::size_t> send_counts, void* recv,
                      std::span<const std::size_t> recv_counts, std::size_t elem_bytes);

@@ -79,6 +79,8 @@ class HashLayout {
     return static_cast<std::size_t>(granule_slot_[idx / kZenGranule]) * kZenGranule +
            idx % kZenGranule;
   }
+  // How many of `server`'s granules lie below `granule` (its slots below granule·64 / 64).
+  std::size_t granules_before(std::uint32_t server, std::uint64_t granule) const;
   std::uint64_t index_of(std::uint32_t server, std::size_t slot) const {
     return granules_[offsets_[server] + slot / kZenGranule] * kZenGranule + slot % kZenGranule;
   }
@@ -119,16 +121,49 @@ struct BitmapBlock {
 };
 BitmapBlock bitmap_encode(std::span<const float> slot_values);
 
+// The pull travels in chunks so that receivers decode chunk p while chunk p+1 is on the wire.
+// Chunk p covers the granules [bounds[p], bounds[p+1]) of [0, M) (global index ranges, so each
+// chunk's decoded entries are one consecutive, sorted piece of the result). The number of chunks
+// depends on M only, so every rank agrees: one per 1024 granules (65,536 elements), 1 to 8.
+std::uint32_t zen_pull_chunks(std::uint64_t elements);
+std::vector<std::uint64_t> zen_chunk_bounds(std::uint64_t elements, std::uint32_t chunks);
+
 // Server side of the pull: sums the entries this server received over its slots and encodes the
-// non-zero sums as one pull block: [u8 format][u64 nnz][bitmap | indices][values]. The bitmap form
-// (ceil(slots/8) + 4·nnz bytes) is chosen when allowed and smaller than COO (sizeof(Index)+4)·nnz.
+// non-zero sums of each chunk as one pull block: [u8 format][u64 nnz][bitmap | indices][values]
+// over the server's slots in that chunk. The bitmap form (slots/8 + 4·nnz bytes) is chosen when
+// allowed and smaller than COO (sizeof(Index)+4)·nnz, per chunk. The blocks are concatenated in
+// `block` (chunk_bytes[p] bytes, chunk_nnz[p] non-zeros each); `block` keeps its allocation.
+template <class Index>
+void zen_encode_pull_chunks(const HashLayout& layout, std::uint32_t server,
+                            std::vector<sparse::Entry<Index>>& received, bool allow_bitmap,
+                            std::span<const std::uint64_t> bounds, std::vector<std::uint8_t>& block,
+                            std::vector<std::size_t>& chunk_bytes,
+                            std::vector<std::uint64_t>& chunk_nnz);
+// One chunk covering all of [0, M).
+template <class Index>
+void zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
+                           std::vector<sparse::Entry<Index>>& received, bool allow_bitmap,
+                           std::vector<std::uint8_t>& block);
 template <class Index>
 std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
                                                 std::vector<sparse::Entry<Index>>& received,
-                                                bool allow_bitmap);
+                                                bool allow_bitmap) {
+  std::vector<std::uint8_t> block;
+  zen_encode_pull_block(layout, server, received, allow_bitmap, block);
+  return block;
+}
 
-// Receiver side: decodes the n pull blocks (concatenated, block j has counts[j] bytes) into one
-// gradient sorted by index. Throws std::runtime_error on a malformed block.
+// Receiver side: decodes one chunk's n pull blocks (concatenated, block j has counts[j] bytes)
+// covering granules [granule_begin, granule_end) into oi/ov in index order; returns the number of
+// entries. The output arrays must hold capacity + kZenDecodeSlack entries (the decoder writes in
+// rounds of 8). Throws std::runtime_error on a malformed block or more than `capacity` entries.
+inline constexpr std::size_t kZenDecodeSlack = 8;
+template <class Index>
+std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granule_begin,
+                                  std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
+                                  std::span<const std::size_t> counts, Index* oi, float* ov,
+                                  std::size_t capacity);
+// All of [0, M) (one-chunk blocks) into one gradient sorted by index.
 template <class Index>
 void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,
                      std::span<const std::size_t> counts, SparseGradient<Index>& out);
