@@ -23,6 +23,10 @@
 namespace atl::sync {
 namespace {
 
+// Pull chunks (at most; fewer when a bucket alone outweighs a chunk): more overlap between the
+// transfer and the decode, against one more collective's latency each.
+constexpr std::uint32_t kZenPullChunks = 8;
+
 class ZenScheme final : public SchemeBase<ZenScheme> {
  public:
   ZenScheme(const SchemeOptions& o, std::string name, bool pull_bitmap)
@@ -57,54 +61,68 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       comm.alltoallv<Entry<Index>>(part.entries, part.counts, received, recv_counts);
       out.stats.push_load_bytes = (total - recv_counts[rank]) * sizeof(Entry<Index>);
     }
-    // Aggregate, then encode the pull in chunks of the index space (zen_pull_chunks(M) of them).
-    const std::uint32_t chunks = zen_pull_chunks(M);
-    if (sc.bounds.size() != chunks + 1 || sc.bounds.back() != (M + kZenGranule - 1) / kZenGranule)
-      sc.bounds = zen_chunk_bounds(M, chunks);
+    // Aggregate: sums over this server's slots, non-zero counts per bucket of the index space.
+    const std::uint64_t granules = (M + kZenGranule - 1) / kZenGranule;
+    if (sc.buckets.empty() || sc.buckets.back() != granules)
+      sc.buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+    const std::size_t H = sc.buckets.size() - 1;
     {
       PhaseScope phase(comm, out.stats, "aggregate");
-      zen_encode_pull_chunks<Index>(layout_, rank, received, pull_bitmap_, sc.bounds, sc.block,
-                                    sc.chunk_bytes, sc.chunk_nnz);
-      out.stats.pull_load_bytes = sc.block.size() * (n - 1);
+      zen_aggregate<Index>(layout_, rank, received, sc.buckets, sc.sums);
     }
-    // Pull, pipelined: every server's block sizes and entry counts for all chunks in one small
-    // allgather; then the next chunks are on the wire while this rank decodes chunk p into its
-    // place in the sorted result (chunks are consecutive index ranges).
+    // Pull, pipelined in chunks of the index space: one small allgather of every server's
+    // per-bucket counts gives every rank the same byte-balanced chunk bounds and every block's
+    // size; then each server encodes chunk p+1 and puts it on the wire while every rank decodes
+    // chunk p into its place in the sorted result.
     const double pull_start = comm.wtime();
     const auto traffic_start = comm.traffic();
-    double decode_s = 0;
-    std::vector<std::uint64_t> mine(2 * chunks);
-    for (std::uint32_t p = 0; p < chunks; ++p) {
-      mine[p] = sc.chunk_bytes[p];
-      mine[chunks + p] = sc.chunk_nnz[p];
-    }
-    const auto sizes = comm.allgather_each<std::uint64_t>(mine);  // rank r: sizes[r*2K + ...]
-    auto bytes_of = [&](std::uint32_t server, std::uint32_t p) {
-      return static_cast<std::size_t>(sizes[server * 2 * chunks + p]);
-    };
-    std::uint64_t total = 0;
+    double decode_s = 0, encode_s = 0;
+    const auto bucket_nnz = comm.allgather_each<std::uint64_t>(sc.sums.bucket_nnz);
+    const auto bounds = zen_balanced_chunks(layout_, sc.buckets, bucket_nnz, kZenPullChunks);
+    const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
     std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
     std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
-    for (std::uint32_t p = 0; p < chunks; ++p) {
-      chunk_begin[p + 1] = chunk_begin[p];
-      for (std::uint32_t j = 0; j < n; ++j) {
-        counts[p][j] = bytes_of(j, p);
-        chunk_begin[p + 1] += counts[p][j];
-        total += sizes[j * 2 * chunks + chunks + p];
+    std::vector<std::size_t> slot_begin(chunks + 1);  // this server's slots per chunk
+    std::uint64_t total = 0;
+    {
+      std::size_t b = 0;
+      for (std::uint32_t p = 0; p < chunks; ++p) {
+        std::vector<std::uint64_t> nnz(n, 0);
+        for (; sc.buckets[b] < bounds[p + 1]; ++b)
+          for (std::uint32_t j = 0; j < n; ++j) nnz[j] += bucket_nnz[j * H + b];
+        chunk_begin[p + 1] = chunk_begin[p];
+        for (std::uint32_t j = 0; j < n; ++j) {
+          const std::size_t slots =
+              (layout_.granules_before(j, bounds[p + 1]) - layout_.granules_before(j, bounds[p])) *
+              kZenGranule;
+          counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), pull_bitmap_);
+          chunk_begin[p + 1] += counts[p][j];
+          total += nnz[j];
+        }
       }
+      for (std::uint32_t p = 0; p <= chunks; ++p)
+        slot_begin[p] = layout_.granules_before(rank, bounds[p]) * kZenGranule;
     }
     if (total > M) {
       throw std::runtime_error(
           fmt::format("zen: servers announced {} non-zeros for {} elements", total, M));
     }
     sc.all.resize(chunk_begin[chunks]);
-    std::size_t my_offset = 0;
+    sc.block.clear();
+    std::vector<std::size_t> block_begin(chunks + 1, 0);
     std::vector<comm::Request> requests(chunks);
+    std::uint64_t pull_load = 0;
     auto post = [&](std::uint32_t p) {
-      const std::span<const std::uint8_t> send(sc.block.data() + my_offset, sc.chunk_bytes[p]);
-      my_offset += sc.chunk_bytes[p];
+      const double t0 = comm.wtime();
+      block_begin[p] = sc.block.size();
+      const std::size_t bytes = zen_encode_pull_chunk<Index>(
+          layout_, rank, sc.sums, slot_begin[p], slot_begin[p + 1], pull_bitmap_, sc.block);
+      if (bytes != counts[p][rank])
+        throw std::logic_error("zen: pull block size differs from the announced size");
+      pull_load += bytes * (n - 1);
+      encode_s += comm.wtime() - t0;
       requests[p] = comm.iallgatherv<std::uint8_t>(
-          send, counts[p],
+          std::span<const std::uint8_t>(sc.block.data() + block_begin[p], bytes), counts[p],
           std::span<std::uint8_t>(sc.all.data() + chunk_begin[p],
                                   chunk_begin[p + 1] - chunk_begin[p]));
     };
@@ -125,7 +143,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       const double t0 = comm.wtime();
       try {
         pos += zen_decode_pull_chunk<Index>(
-            layout_, sc.bounds[p], sc.bounds[p + 1],
+            layout_, bounds[p], bounds[p + 1],
             std::span<const std::uint8_t>(sc.all.data() + chunk_begin[p],
                                           chunk_begin[p + 1] - chunk_begin[p]),
             counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos,
@@ -139,9 +157,12 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     out.sparse.indices.resize(pos);  // drop the slack (shrinking keeps the allocation)
     out.sparse.values.resize(pos);
     const auto& traffic_end = comm.traffic();
-    // Phases as in the unpipelined data path: "pull" is the time not spent decoding.
+    out.stats.pull_load_bytes = pull_load;
+    // Phases as in the unpipelined data path: "encode" and "decode" are this rank's CPU work in
+    // the pipeline, "pull" the rest (waiting for the network).
+    out.stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
     out.stats.phases.push_back(
-        PhaseStats{"pull", comm.wtime() - pull_start - decode_s,
+        PhaseStats{"pull", comm.wtime() - pull_start - decode_s - encode_s,
                    traffic_end.bytes_sent - traffic_start.bytes_sent,
                    traffic_end.bytes_received - traffic_start.bytes_received});
     out.stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
@@ -154,11 +175,10 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   struct Scratch {
     HashPartition<Index> part;
     std::vector<Entry<Index>> received;
-    std::vector<std::uint64_t> bounds;  // chunk boundaries in granules
-    std::vector<std::uint8_t> block;    // this server's pull blocks, chunk after chunk
-    std::vector<std::size_t> chunk_bytes;
-    std::vector<std::uint64_t> chunk_nnz;
-    std::vector<std::uint8_t> all;  // every server's blocks, chunk-major
+    std::vector<std::uint64_t> buckets;  // bucket bounds in granules, for balancing the pull
+    ZenServerSums<Index> sums;
+    std::vector<std::uint8_t> block;  // this server's pull blocks, chunk after chunk
+    std::vector<std::uint8_t> all;    // every server's blocks, chunk-major
   };
   template <class Index>
   Scratch<Index>& scratch() {

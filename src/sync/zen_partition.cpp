@@ -142,14 +142,10 @@ bool bitmap_is_smaller(std::size_t slots, std::size_t nnz, std::size_t index_byt
   return slots / 8 < nnz * index_bytes;
 }
 
-void append_bytes(std::vector<std::uint8_t>& out, const void* p, std::size_t n) {
-  const auto* b = static_cast<const std::uint8_t*>(p);
-  out.insert(out.end(), b, b + n);
-}
-
-void append_header(std::vector<std::uint8_t>& out, std::uint8_t format, std::uint64_t nnz) {
-  append_bytes(out, &format, 1);
-  append_bytes(out, &nnz, 8);
+// Position of the lowest set bit of a non-zero word; 63 for 0 (a harmless position inside the
+// granule for the 8-wide rounds below). One bsf, no zero test.
+inline unsigned lowest_bit_or_63(std::uint64_t word) {
+  return static_cast<unsigned>(__builtin_ctzll(word | (std::uint64_t{1} << 63)));
 }
 
 // The 64-slot mask of non-zero floats at v[0..63].
@@ -168,16 +164,16 @@ std::uint64_t nonzero_mask64(const float* v) {
 }
 }  // namespace
 
-std::uint32_t zen_pull_chunks(std::uint64_t elements) {
+std::vector<std::uint64_t> zen_granule_bounds(std::uint64_t elements, std::uint32_t parts) {
   const std::uint64_t granules = (elements + kZenGranule - 1) / kZenGranule;
-  return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(granules / 1024, 1, 8));
+  std::vector<std::uint64_t> bounds(parts + 1);
+  for (std::uint32_t p = 0; p <= parts; ++p) bounds[p] = granules * p / parts;
+  return bounds;
 }
 
-std::vector<std::uint64_t> zen_chunk_bounds(std::uint64_t elements, std::uint32_t chunks) {
+std::uint32_t zen_pull_buckets(std::uint64_t elements) {
   const std::uint64_t granules = (elements + kZenGranule - 1) / kZenGranule;
-  std::vector<std::uint64_t> bounds(chunks + 1);
-  for (std::uint32_t p = 0; p <= chunks; ++p) bounds[p] = granules * p / chunks;
-  return bounds;
+  return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(granules / 64, 1, 256));
 }
 
 std::size_t HashLayout::granules_before(std::uint32_t server, std::uint64_t granule) const {
@@ -185,116 +181,164 @@ std::size_t HashLayout::granules_before(std::uint32_t server, std::uint64_t gran
   return static_cast<std::size_t>(std::lower_bound(g.begin(), g.end(), granule) - g.begin());
 }
 
+std::uint8_t zen_pull_format(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
+                             bool allow_bitmap) {
+  return allow_bitmap && bitmap_is_smaller(slots, nnz, index_bytes) ? kBitmap : kCoo;
+}
+
+std::size_t zen_pull_block_bytes(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
+                                 bool allow_bitmap) {
+  const bool bitmap = zen_pull_format(slots, nnz, index_bytes, allow_bitmap) == kBitmap;
+  return kBlockHeader + (bitmap ? slots / 8 : nnz * index_bytes) + nnz * sizeof(float);
+}
+
+std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
+                                               std::span<const std::uint64_t> bucket_bounds,
+                                               std::span<const std::uint64_t> bucket_nnz,
+                                               std::uint32_t chunks) {
+  const std::size_t H = bucket_bounds.size() - 1;
+  const std::uint32_t n = layout.servers();
+  // Weight of a bucket: its values plus the bitmap of its granules (8 bytes each), all servers.
+  std::vector<double> weight(H);
+  double total = 0;
+  for (std::size_t b = 0; b < H; ++b) {
+    double w = 8.0 * static_cast<double>(bucket_bounds[b + 1] - bucket_bounds[b]);
+    for (std::uint32_t j = 0; j < n; ++j) w += 4.0 * static_cast<double>(bucket_nnz[j * H + b]);
+    weight[b] = w;
+    total += w;
+  }
+  std::vector<std::uint64_t> bounds{bucket_bounds[0]};
+  double acc = 0;
+  std::uint32_t next = 1;
+  for (std::size_t b = 0; b < H; ++b) {
+    acc += weight[b];
+    if (next < chunks && b + 1 < H && acc >= total * next / chunks) {
+      bounds.push_back(bucket_bounds[b + 1]);
+      while (next < chunks && acc >= total * next / chunks) ++next;
+    }
+  }
+  bounds.push_back(bucket_bounds[H]);
+  return bounds;
+}
+
 template <class Index>
-void zen_encode_pull_chunks(const HashLayout& layout, std::uint32_t server,
-                            std::vector<sparse::Entry<Index>>& received, bool allow_bitmap,
-                            std::span<const std::uint64_t> bounds, std::vector<std::uint8_t>& block,
-                            std::vector<std::size_t>& chunk_bytes,
-                            std::vector<std::uint64_t>& chunk_nnz) {
+void zen_aggregate(const HashLayout& layout, std::uint32_t server,
+                   std::vector<sparse::Entry<Index>>& received,
+                   std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums) {
   const std::size_t slots = layout.slot_count(server);
-  const std::size_t chunks = bounds.size() - 1;
-  block.clear();  // keeps its allocation from the previous call
-  chunk_bytes.assign(chunks, 0);
-  chunk_nnz.assign(chunks, 0);
-  std::vector<std::uint8_t> bits;
-  if (received.size() * 16 >= slots) {
+  const std::size_t words = slots / kZenGranule;
+  sums.sparse = received.size() * 16 < slots;
+  sums.words.resize(words);
+  if (!sums.sparse) {
     // Compact buffer over this server's slots (≈ M/n floats), plus one granule of slack that the
-    // 8-wide rounds below may read (and ignore) past the last slot.
-    std::vector<float> buffer(slots + kZenGranule, 0.0f);
-    for (const auto& e : received) buffer[layout.slot(e.index)] += e.value;
-    const float* v = buffer.data();
-    std::vector<float> values(slots + 8);
-    for (std::size_t p = 0; p < chunks; ++p) {
-      // This chunk's slots: the server's granules in [bounds[p], bounds[p+1]).
-      const std::size_t s0 = layout.granules_before(server, bounds[p]) * kZenGranule;
-      const std::size_t s1 = layout.granules_before(server, bounds[p + 1]) * kZenGranule;
-      // One pass over the slots makes the bitmap words and gathers the non-zero values, eight set
-      // bits per round with no data-dependent branch inside the round (the bit count per word
-      // varies randomly, and a loop exiting on it mispredicts once per word); `values` has room
-      // for the overshoot.
-      bits.resize((s1 - s0) / 8);
-      std::size_t nnz = 0;
-      for (std::size_t base = s0; base < s1; base += 64) {
-        std::uint64_t word = nonzero_mask64(v + base);
-        std::memcpy(bits.data() + (base - s0) / 8, &word, 8);
-        const auto count = static_cast<std::size_t>(std::popcount(word));
-        for (std::size_t done = 0; done < count; done += 8) {
-          for (int k = 0; k < 8; ++k) {
-            values[nnz + done + k] = v[base + static_cast<std::size_t>(std::countr_zero(word))];
-            word &= word - 1;
-          }
-        }
-        nnz += count;
-      }
-      const std::size_t at = block.size();
-      if (allow_bitmap && bitmap_is_smaller(s1 - s0, nnz, sizeof(Index))) {
-        append_header(block, kBitmap, nnz);
-        append_bytes(block, bits.data(), bits.size());
-      } else {
-        std::vector<Index> idx(nnz);
-        std::size_t k = 0;
-        for (std::size_t base = s0; base < s1; base += 64) {
-          std::uint64_t word;
-          std::memcpy(&word, bits.data() + (base - s0) / 8, 8);
-          while (word) {
-            idx[k++] = static_cast<Index>(
-                layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
-            word &= word - 1;
-          }
-        }
-        append_header(block, kCoo, nnz);
-        append_bytes(block, idx.data(), nnz * sizeof(Index));
-      }
-      append_bytes(block, values.data(), nnz * sizeof(float));
-      chunk_bytes[p] = block.size() - at;
-      chunk_nnz[p] = nnz;
+    // 8-wide gathers of zen_encode_pull_chunk may read (and ignore) past the last slot.
+    sums.buffer.assign(slots + kZenGranule, 0.0f);
+    float* buf = sums.buffer.data();
+    for (const auto& e : received) buf[layout.slot(e.index)] += e.value;
+    for (std::size_t w = 0; w < words; ++w) sums.words[w] = nonzero_mask64(buf + w * kZenGranule);
+  } else {
+    // Few entries for many slots: sort them instead of scanning the slots. Slot order is index
+    // order (granules are sorted).
+    aggregate_owned<Index>(
+        received, slots, [&](Index x) { return layout.slot(x); },
+        [&](std::size_t s) { return static_cast<Index>(layout.index_of(server, s)); }, sums.idx,
+        sums.val);
+    std::fill(sums.words.begin(), sums.words.end(), 0);
+    for (auto x : sums.idx) {
+      const auto s = layout.slot(x);
+      sums.words[s / kZenGranule] |= std::uint64_t{1} << (s % kZenGranule);
     }
-    return;
   }
-  // Few entries for many slots: sort them instead of scanning the slots. Slot order is index order
-  // (granules are sorted), so the result is in slot order for either encoding, and each chunk's
-  // entries are consecutive.
-  std::vector<Index> idx;
-  std::vector<float> val;
-  aggregate_owned<Index>(
-      received, slots, [&](Index x) { return layout.slot(x); },
-      [&](std::size_t s) { return static_cast<Index>(layout.index_of(server, s)); }, idx, val);
-  std::size_t e0 = 0;
-  for (std::size_t p = 0; p < chunks; ++p) {
-    const std::size_t s0 = layout.granules_before(server, bounds[p]) * kZenGranule;
-    const std::size_t s1 = layout.granules_before(server, bounds[p + 1]) * kZenGranule;
-    const std::uint64_t end_index = bounds[p + 1] * kZenGranule;
-    std::size_t e1 = e0;
-    while (e1 < idx.size() && idx[e1] < end_index) ++e1;
-    const std::size_t nnz = e1 - e0;
-    const std::size_t at = block.size();
-    if (allow_bitmap && bitmap_is_smaller(s1 - s0, nnz, sizeof(Index))) {
-      bits.assign((s1 - s0) / 8, 0);
-      for (std::size_t k = e0; k < e1; ++k) {
-        const auto s = layout.slot(idx[k]) - s0;
-        bits[s / 8] |= static_cast<std::uint8_t>(1u << (s % 8));
-      }
-      append_header(block, kBitmap, nnz);
-      append_bytes(block, bits.data(), bits.size());
-    } else {
-      append_header(block, kCoo, nnz);
-      append_bytes(block, idx.data() + e0, nnz * sizeof(Index));
+  // Non-zero sums per bucket of the global granule space, and a running count per word.
+  const std::size_t H = bucket_bounds.size() - 1;
+  sums.bucket_nnz.assign(H, 0);
+  sums.nnz_before.resize(words + 1);
+  std::uint64_t acc = 0;
+  std::size_t w = 0;
+  for (std::size_t b = 0; b < H; ++b) {
+    const std::size_t end = layout.granules_before(server, bucket_bounds[b + 1]);
+    const std::uint64_t start = acc;
+    for (; w < end; ++w) {
+      sums.nnz_before[w] = acc;
+      acc += static_cast<std::uint64_t>(std::popcount(sums.words[w]));
     }
-    append_bytes(block, val.data() + e0, nnz * sizeof(float));
-    chunk_bytes[p] = block.size() - at;
-    chunk_nnz[p] = nnz;
-    e0 = e1;
+    sums.bucket_nnz[b] = acc - start;
   }
+  for (; w < words; ++w) {  // past the last bucket bound (none when bounds cover all granules)
+    sums.nnz_before[w] = acc;
+    acc += static_cast<std::uint64_t>(std::popcount(sums.words[w]));
+  }
+  sums.nnz_before[words] = acc;
+}
+
+template <class Index>
+std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server,
+                                  const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
+                                  bool allow_bitmap, std::vector<std::uint8_t>& block) {
+  const std::size_t w0 = s0 / kZenGranule, w1 = s1 / kZenGranule;
+  const std::uint64_t e0 = sums.nnz_before[w0];
+  const std::uint64_t nnz = sums.nnz_before[w1] - e0;
+  const std::size_t at = block.size();
+  const std::uint8_t format = zen_pull_format(s1 - s0, nnz, sizeof(Index), allow_bitmap);
+  const std::size_t key_bytes = format == kBitmap ? (s1 - s0) / 8 : nnz * sizeof(Index);
+  // Room for the 8-wide rounds' overshoot past the values, trimmed at the end.
+  block.resize(at + kBlockHeader + key_bytes + (nnz + 8) * sizeof(float));
+  std::uint8_t* out = block.data() + at;
+  out[0] = format;
+  std::memcpy(out + 1, &nnz, 8);
+  std::uint8_t* keys = out + kBlockHeader;
+  std::uint8_t* values = keys + key_bytes;
+  if (format == kBitmap) std::memcpy(keys, sums.words.data() + w0, key_bytes);
+  if (sums.sparse) {
+    if (format == kCoo) std::memcpy(keys, sums.idx.data() + e0, key_bytes);
+    std::memcpy(values, sums.val.data() + e0, nnz * sizeof(float));
+  } else {
+    // Gather the non-zero sums, eight set bits per round with no data-dependent branch inside
+    // the round (a word's bit count varies randomly, and a loop exiting on it mispredicts once per
+    // word); an exhausted word reads slot 63 of its granule, ignored.
+    const float* v = sums.buffer.data();
+    std::size_t k = 0;
+    Index* idx = reinterpret_cast<Index*>(keys);  // only written for COO (unaligned-safe below)
+    for (std::size_t w = w0; w < w1; ++w) {
+      const std::uint64_t word0 = sums.words[w];
+      std::uint64_t word = word0;
+      const std::size_t base = w * kZenGranule;
+      const auto count = static_cast<std::size_t>(std::popcount(word));
+      for (std::size_t done = 0; done < count; done += 8) {
+        float round[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+          round[r] = v[base + lowest_bit_or_63(word)];
+          word &= word - 1;
+        }
+        std::memcpy(values + (k + done) * sizeof(float), round, sizeof(round));
+      }
+      if (format == kCoo) {
+        word = word0;
+        for (std::size_t r = 0; r < count; ++r) {
+          const auto x = static_cast<Index>(
+              layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
+          std::memcpy(reinterpret_cast<std::uint8_t*>(idx) + (k + r) * sizeof(Index), &x,
+                      sizeof(Index));
+          word &= word - 1;
+        }
+      }
+      k += count;
+    }
+  }
+  block.resize(at + kBlockHeader + key_bytes + nnz * sizeof(float));
+  return block.size() - at;
 }
 
 template <class Index>
 void zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
                            std::vector<sparse::Entry<Index>>& received, bool allow_bitmap,
                            std::vector<std::uint8_t>& block) {
-  const auto bounds = zen_chunk_bounds(layout.elements(), 1);
-  std::vector<std::size_t> bytes;
-  std::vector<std::uint64_t> nnz;
-  zen_encode_pull_chunks(layout, server, received, allow_bitmap, bounds, block, bytes, nnz);
+  const auto bounds = zen_granule_bounds(layout.elements(), 1);
+  ZenServerSums<Index> sums;
+  zen_aggregate(layout, server, received, bounds, sums);
+  block.clear();
+  zen_encode_pull_chunk(layout, server, sums, 0, layout.slot_count(server), allow_bitmap, block);
 }
 
 template <class Index>
@@ -368,16 +412,20 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
       }
       const std::uint8_t* vals = v.values + c.value * sizeof(float);
       c.value += count;
+      // Sixteen servers' bitmap and value streams plus the output are more concurrent streams
+      // than the hardware prefetcher follows: fetch each server's stream ahead explicitly.
+      __builtin_prefetch(v.keys + 8 * c.key + 512);
+      __builtin_prefetch(vals + 1024);
       if (vals + round_up8(count) * sizeof(float) <= blocks_end) {
         // Eight set bits per round with no data-dependent branch inside: a word's bit count
         // varies randomly (6.4 on average for the 1% Zipf case), and a loop that exits on it costs
         // one misprediction per word. Rounds write whole groups of 8; the caller's 8 entries of
-        // slack absorb the overshoot (countr_zero(0) = 64 gives a harmless index) and the next
+        // slack absorb the overshoot (an exhausted word gives index base + 63) and the next
         // word overwrites it.
         for (std::uint64_t done = 0; done < count; done += 8) {
+#pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
-            oi[pos + done + k] =
-                static_cast<Index>(base + static_cast<std::uint64_t>(std::countr_zero(word)));
+            oi[pos + done + k] = static_cast<Index>(base + lowest_bit_or_63(word));
             word &= word - 1;
           }
           std::memcpy(ov + pos + done, vals + done * sizeof(float), 8 * sizeof(float));
@@ -451,18 +499,19 @@ template void zen_partition(const SparseGradient<std::uint32_t>&, const HashLayo
                             HashPartition<std::uint32_t>&);
 template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayout&,
                             HashPartition<std::uint64_t>&);
-#define ATOLL_ZEN_INSTANTIATE(I)                                                                   \
-  template void zen_encode_pull_chunks(const HashLayout&, std::uint32_t,                           \
-                                       std::vector<sparse::Entry<I>>&, bool,                       \
-                                       std::span<const std::uint64_t>, std::vector<std::uint8_t>&, \
-                                       std::vector<std::size_t>&, std::vector<std::uint64_t>&);    \
-  template void zen_encode_pull_block(const HashLayout&, std::uint32_t,                            \
-                                      std::vector<sparse::Entry<I>>&, bool,                        \
-                                      std::vector<std::uint8_t>&);                                 \
-  template std::size_t zen_decode_pull_chunk(                                                      \
-      const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,              \
-      std::span<const std::size_t>, I*, float*, std::size_t);                                      \
-  template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,                  \
+#define ATOLL_ZEN_INSTANTIATE(I)                                                                \
+  template void zen_aggregate(const HashLayout&, std::uint32_t, std::vector<sparse::Entry<I>>&, \
+                              std::span<const std::uint64_t>, ZenServerSums<I>&);               \
+  template std::size_t zen_encode_pull_chunk(const HashLayout&, std::uint32_t,                  \
+                                             const ZenServerSums<I>&, std::size_t, std::size_t, \
+                                             bool, std::vector<std::uint8_t>&);                 \
+  template void zen_encode_pull_block(const HashLayout&, std::uint32_t,                         \
+                                      std::vector<sparse::Entry<I>>&, bool,                     \
+                                      std::vector<std::uint8_t>&);                              \
+  template std::size_t zen_decode_pull_chunk(                                                   \
+      const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,           \
+      std::span<const std::size_t>, I*, float*, std::size_t);                                   \
+  template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,               \
                                 std::span<const std::size_t>, SparseGradient<I>&);
 ATOLL_ZEN_INSTANTIATE(std::uint32_t)
 ATOLL_ZEN_INSTANTIATE(std::uint64_t)

@@ -122,23 +122,53 @@ struct BitmapBlock {
 BitmapBlock bitmap_encode(std::span<const float> slot_values);
 
 // The pull travels in chunks so that receivers decode chunk p while chunk p+1 is on the wire.
-// Chunk p covers the granules [bounds[p], bounds[p+1]) of [0, M) (global index ranges, so each
-// chunk's decoded entries are one consecutive, sorted piece of the result). The number of chunks
-// depends on M only, so every rank agrees: one per 1024 granules (65,536 elements), 1 to 8.
-std::uint32_t zen_pull_chunks(std::uint64_t elements);
-std::vector<std::uint64_t> zen_chunk_bounds(std::uint64_t elements, std::uint32_t chunks);
+// A chunk is a range of granules [bounds[p], bounds[p+1]) of [0, M) (a consecutive, sorted piece
+// of the result). Chunk bounds are chosen among bucket bounds (zen_pull_buckets(M) equal ranges of
+// granules) so that chunks carry about equal bytes: every server reports its non-zero sums per
+// bucket in one small allgather, so every rank computes the same bounds and every block's size.
 
-// Server side of the pull: sums the entries this server received over its slots and encodes the
-// non-zero sums of each chunk as one pull block: [u8 format][u64 nnz][bitmap | indices][values]
-// over the server's slots in that chunk. The bitmap form (slots/8 + 4·nnz bytes) is chosen when
-// allowed and smaller than COO (sizeof(Index)+4)·nnz, per chunk. The blocks are concatenated in
-// `block` (chunk_bytes[p] bytes, chunk_nnz[p] non-zeros each); `block` keeps its allocation.
+// `parts` equal ranges of the granules of [0, M): parts + 1 granule bounds.
+std::vector<std::uint64_t> zen_granule_bounds(std::uint64_t elements, std::uint32_t parts);
+// Buckets for balancing the pull: one per 64 granules, 1 to 256.
+std::uint32_t zen_pull_buckets(std::uint64_t elements);
+// Chunk bounds (a subset of bucket_bounds, first and last included, at most chunks + 1) with about
+// equal bytes per chunk. bucket_nnz[j·H + b]: server j's non-zero sums in bucket b.
+std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
+                                               std::span<const std::uint64_t> bucket_bounds,
+                                               std::span<const std::uint64_t> bucket_nnz,
+                                               std::uint32_t chunks);
+// A pull block over `slots` slots holding `nnz` non-zeros: its format (0 COO, 1 bitmap: the
+// bitmap when allowed and smaller than COO indices) and its size in bytes. Receivers use these to
+// know every block's size from the servers' counts alone.
+std::uint8_t zen_pull_format(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
+                             bool allow_bitmap);
+std::size_t zen_pull_block_bytes(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
+                                 bool allow_bitmap);
+
+// A server's sums after the push, ready to be encoded chunk by chunk.
 template <class Index>
-void zen_encode_pull_chunks(const HashLayout& layout, std::uint32_t server,
-                            std::vector<sparse::Entry<Index>>& received, bool allow_bitmap,
-                            std::span<const std::uint64_t> bounds, std::vector<std::uint8_t>& block,
-                            std::vector<std::size_t>& chunk_bytes,
-                            std::vector<std::uint64_t>& chunk_nnz);
+struct ZenServerSums {
+  bool sparse = false;        // few entries: sorted idx/val instead of a slot buffer
+  std::vector<float> buffer;  // slot sums (slots + 64 floats), when !sparse
+  std::vector<Index> idx;     // non-zero sums in slot order, when sparse
+  std::vector<float> val;
+  std::vector<std::uint64_t> words;       // non-zero bitmap over the server's slots
+  std::vector<std::uint64_t> nnz_before;  // non-zeros in words [0, w), words + 1 entries
+  std::vector<std::uint64_t> bucket_nnz;  // non-zeros per bucket of bucket_bounds
+};
+
+// Server side, step 1: sums the entries this server received over its slots (a compact buffer of
+// ≈ M/n floats, never M) and counts the non-zero sums per bucket.
+template <class Index>
+void zen_aggregate(const HashLayout& layout, std::uint32_t server,
+                   std::vector<sparse::Entry<Index>>& received,
+                   std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums);
+// Step 2: appends the pull block of the server's slots [s0, s1) (multiples of 64) to `block`:
+// [u8 format][u64 nnz][bitmap | indices][values]; returns its size (= zen_pull_block_bytes).
+template <class Index>
+std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server,
+                                  const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
+                                  bool allow_bitmap, std::vector<std::uint8_t>& block);
 // One chunk covering all of [0, M).
 template <class Index>
 void zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
