@@ -259,6 +259,9 @@ int main(int argc, char** argv) {
                    "(comma-separated), checked and timed in the same step")
       ->delimiter(',')
       ->check(CLI::IsMember(atl::sync::scheme_names()));
+  train_cmd->add_option("--sim-compute-s", tc.sim_compute_s,
+                        "simulation only: charge forward, backward and optimizer as this many "
+                        "seconds per step instead of measuring them (0 = measured)");
 
   try {
     app.parse(argc, argv);

@@ -170,6 +170,19 @@ void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_
   }
 }
 
+#ifdef ATOLL_SMPI
+bool Communicator::simulated() { return true; }
+void Communicator::fixed_compute_begin() { smpi_bench_end(); }  // charges what ran so far
+void Communicator::fixed_compute_end(double seconds) {
+  smpi_execute(seconds);
+  smpi_bench_begin();
+}
+#else
+bool Communicator::simulated() { return false; }
+void Communicator::fixed_compute_begin() {}
+void Communicator::fixed_compute_end(double) {}
+#endif
+
 struct Request::State {
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<int> counts, displs;  // must outlive the operation

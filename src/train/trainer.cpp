@@ -55,6 +55,13 @@ std::optional<std::string> check_config(const TrainConfig& c) {
   }
   if (m.layers < 0) return fmt::format("layers {} is negative", m.layers);
   if (m.seq_len < 1) return fmt::format("seq_len {} must be positive", m.seq_len);
+  if (!(c.sim_compute_s >= 0)) {
+    return fmt::format("--sim-compute-s {} must be >= 0", c.sim_compute_s);
+  }
+  if (c.sim_compute_s > 0 && !Communicator::simulated()) {
+    return "--sim-compute-s applies only under simulation (scripts/simulate ... -- train); under "
+           "mpirun the compute is real";
+  }
   if (m.head != "full" && m.head != "adaptive") {
     return fmt::format("head '{}' is not full or adaptive", m.head);
   }
@@ -616,7 +623,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     bool verified = true;
   };
   std::vector<Compared> compare;
-  for (const auto& name : cfg.compare_schemes) compare.push_back({name, sync::make_scheme(name)});
+  for (const auto& name : cfg.compare_schemes) compare.push_back({name, sync::make_scheme(name), {}, true});
   sync::SyncResult<Index> compare_result;
   std::vector<double> base_s, primary_sync_rows_s;  // per step: step minus primary sync+rows
   sync::SyncResult<Index> emb_result;
@@ -627,12 +634,17 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   for (int step = start + 1; step <= cfg.steps; ++step) {
     const double t0 = comm.wtime();
     const auto bytes0 = comm.traffic().bytes_sent;
+    // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s.
+    const bool fixed_compute = cfg.sim_compute_s > 0;
+    if (fixed_compute) comm.fixed_compute_begin();
     auto tokens =
         to_tensor(sample_batch(data.train, cfg.batch, cfg.model.seq_len, cfg.seed, step, rank),
                   cfg.model.seq_len);
     model->zero_grad(true);
     auto loss = model->loss(tokens);
     loss.backward();
+    if (fixed_compute) comm.fixed_compute_end(cfg.sim_compute_s);
+    const double model_s = fixed_compute ? cfg.sim_compute_s : comm.wtime() - t0;
     auto local = embedding_gradient<Index>(embedding);
     if (!cfg.dump_grads.empty() && step - start <= cfg.dump_grads_steps) {
       agreed(comm, [&] {
@@ -691,11 +703,15 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     const double tc3 = comm.wtime();
     const double mean_loss = loss_sum / world;
 
+    const double to0 = comm.wtime();
+    if (fixed_compute) comm.fixed_compute_begin();
     const double lr = learning_rate(cfg, cfg.lr, step);
     for (auto& g : dense_opt.param_groups()) g.options().set_lr(lr);
     dense_opt.step();
     embed_opt.step(embedding, rows, learning_rate(cfg, cfg.embed_lr, step), cfg.weight_decay, step);
+    if (fixed_compute) comm.fixed_compute_end(0);  // charged with the forward/backward above
     const double t1 = comm.wtime();
+    const double step_model_s = fixed_compute ? model_s : model_s + (t1 - to0);
 
     const double step_s = t1 - t0 - compare_total_s, wait_s = tc0 - tw0;
     if (!compare.empty()) {
@@ -717,6 +733,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                      {"comm_s", comm_s},
                      {"wait_s", wait_s},
                      {"embedding_sync_s", tc1 - tc0},
+                     {"model_s", step_model_s},
                      {"bytes_sent", comm.traffic().bytes_sent - bytes0},
                      {"embedding_bytes_sent", emb_bytes},
                      {"embedding_rows", rows.rows.size()}};

@@ -114,6 +114,9 @@ expect_error unknown-scheme 2 "sync: .*nope" "${common[@]}" --sync nope
 expect_error unknown-preset 2 "preset: .*huge" "${common[@]}" --preset huge
 expect_error vocab-too-large 2 "vocabulary of 60000 words requested" "${common[@]}" --vocab 60000
 expect_error heads 2 "not divisible by heads" "${common[@]}" --heads 5
+expect_error sim-compute-under-mpirun 2 "applies only under simulation" "${common[@]}" \
+  --sim-compute-s 0.05
+expect_error sim-compute-negative 2 "sim-compute-s -1 must be >= 0" "${common[@]}" --sim-compute-s -1
 expect_error unwritable-out 2 "cannot create directory" "${common[@]}" --steps 2 --out /proc/atoll-no
 mkdir -p "$tmp/two-docs"
 printf 'The/at cat/nn sat/vbd ./.\n' | tee "$tmp/two-docs/ca01" >"$tmp/two-docs/ca02"
@@ -145,6 +148,29 @@ if out=$(run 4 "$atoll" "${common[@]}" --steps 5 \
   echo "ok   --compare-schemes: 7 schemes verified against zen"
 else
   fail "--compare-schemes"; echo "$out"
+fi
+
+# 8. Under simulation, --sim-compute-s charges the model work as a fixed time: every step's model_s
+#    is that value and the step takes at least that long, and the loss is unchanged (the work
+#    still runs). The simulator is the SMPI build next to the binary.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+smpi_binary="$(dirname "$atoll")/atoll-smpi"
+if out=$(timeout 600 "$root/scripts/simulate" --binary "$smpi_binary" cluster-16x25g 2 -- \
+  "${common[@]}" --steps 3 --sim-compute-s 0.25 --out "$tmp/simc" 2>&1) &&
+  run 2 "$atoll" "${common[@]}" --steps 3 --out "$tmp/realc" >/dev/null 2>&1 &&
+  compare "$tmp/realc/metrics.jsonl" "$tmp/simc/metrics.jsonl" 1e-5 &&
+  python3 - "$tmp/simc/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+assert len(rows) == 3, rows
+for r in rows:
+    assert r["model_s"] == 0.25, r
+    assert 0.25 <= r["step_s"] < 0.25 + 0.5, r
+PY
+then
+  echo "ok   --sim-compute-s under SMPI: model time fixed at 0.25 s, losses as under mpirun"
+else
+  fail "--sim-compute-s under SMPI"; echo "$out"
 fi
 
 [ $failures -eq 0 ] && echo "all train checks passed" || echo "$failures train check(s) failed"

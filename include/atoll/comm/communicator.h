@@ -214,6 +214,14 @@ class Communicator {
     broadcast_raw(data.data(), data.size() * sizeof(T), root);
   }
 
+  // Simulation only: true in the SMPI build. Between fixed_compute_begin() and
+  // fixed_compute_end(s) this rank's computation is not measured; s seconds of simulated
+  // computation are charged instead (no MPI call may happen in between). Both do nothing under
+  // real MPI. Used to hold model compute constant when comparing synchronization schemes.
+  static bool simulated();
+  void fixed_compute_begin();
+  void fixed_compute_end(double seconds);
+
   // Turns a local failure into the same error on every rank, never a hang: each rank passes its
   // own error (or nullopt); if any rank failed, all throw CollectiveError carrying the message of
   // the lowest failing rank. Collective.

@@ -54,6 +54,10 @@ struct TrainConfig {
   // schemes (results checked against the training scheme's), timing sync + row extraction in the
   // same step, so schemes are compared under the same machine speed (see docs/train.md).
   std::vector<std::string> compare_schemes;
+  // Simulation only: > 0 charges the model's forward, backward and optimizer work as this many
+  // simulated seconds per step instead of its measured time (synchronization work stays measured),
+  // so that runs of different schemes see the same compute whatever the host's speed drift.
+  double sim_compute_s = 0;
 };
 
 // The preset's shape and batch. Throws std::invalid_argument for an unknown preset.
