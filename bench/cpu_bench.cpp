@@ -131,8 +131,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const auto& r : runs) {
+      // With --benchmark_repetitions, keep the median row (keyed by the benchmark's own name).
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
       auto it = r.counters.find("bytes_per_second");
-      if (it != r.counters.end()) rates[r.benchmark_name()] = it->second.value;
+      if (it != r.counters.end()) rates[r.run_name.function_name] = it->second.value;
     }
   }
   std::map<std::string, double> rates;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "atoll/sparse/generator.h"
 #include "sync/common.h"
@@ -53,6 +54,71 @@ TEST(ZenPartition, IndexZeroAndLastAreOrdinaryEntries) {
   float sum = 0;
   for (const auto& e : part.entries) sum += e.value;
   EXPECT_EQ(sum, 7.0f);
+}
+
+// The run-based partition (4-wide stores that overshoot, then a repair pass) against the plain
+// definition: entries grouped by zen_owner in server order, stable within a server.
+template <class Index>
+void expect_partition_matches_reference(const SparseGradient<Index>& g, std::uint32_t n,
+                                        const std::string& label) {
+  const HashLayout layout(g.elements, n, 5);
+  HashPartition<Index> part;
+  part.entries.resize(3);  // a reused, dirty buffer of the wrong size
+  for (int call = 0; call < 2; ++call) {
+    zen_partition(g, layout, part);
+    std::vector<std::vector<sparse::Entry<Index>>> by_server(n);
+    for (std::size_t k = 0; k < g.nnz(); ++k)
+      by_server[zen_owner(g.indices[k], n, 5)].push_back({g.indices[k], g.values[k]});
+    std::vector<std::size_t> counts(n, 0);
+    std::vector<sparse::Entry<Index>> want;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      counts[j] = by_server[j].size();
+      want.insert(want.end(), by_server[j].begin(), by_server[j].end());
+    }
+    ASSERT_EQ(part.counts, counts) << label;
+    ASSERT_EQ(part.entries.size(), want.size()) << label;
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      ASSERT_EQ(part.entries[k].index, want[k].index) << label << " entry " << k;
+      ASSERT_EQ(part.entries[k].value, want[k].value) << label << " entry " << k;
+    }
+  }
+}
+
+TEST(ZenPartition, MatchesTheDefinitionOnEdgeCases) {
+  for (std::uint64_t M : {std::uint64_t{4096}, std::uint64_t{4000}, std::uint64_t{1000003}}) {
+    for (std::uint32_t n : {1u, 3u, 16u, 300u}) {
+      const std::string at = "M=" + std::to_string(M) + " n=" + std::to_string(n);
+      auto make = [&](std::vector<std::uint32_t> idx) {
+        SparseGradient<std::uint32_t> g;
+        g.elements = M;
+        g.indices = std::move(idx);
+        for (std::size_t k = 0; k < g.indices.size(); ++k) g.values.push_back(float(k + 1));
+        return g;
+      };
+      const auto last = static_cast<std::uint32_t>(M - 1);
+      expect_partition_matches_reference(make({}), n, at + " empty");
+      expect_partition_matches_reference(make({0}), n, at + " {0}");
+      expect_partition_matches_reference(make({last}), n, at + " {M-1}");
+      expect_partition_matches_reference(make({0, last}), n, at + " {0, M-1}");
+      for (std::uint32_t size = 1; size <= 40; ++size) {  // the top of the range, every length
+        std::vector<std::uint32_t> idx;
+        for (std::uint32_t k = size; k > 0; --k) idx.push_back(last - (k - 1));
+        expect_partition_matches_reference(make(idx), n, at + " top " + std::to_string(size));
+      }
+      if (M <= 4096) {  // fully dense
+        std::vector<std::uint32_t> idx(M);
+        for (std::uint32_t k = 0; k < M; ++k) idx[k] = k;
+        expect_partition_matches_reference(make(idx), n, at + " dense");
+      }
+      for (double d : {0.001, 0.05, 0.9}) {
+        sparse::GeneratorOptions o{M, d, 1.1, 4, sparse::ValueKind::normal};
+        expect_partition_matches_reference(sparse::generate_gradient<std::uint32_t>(o, 1), n,
+                                           at + " d=" + std::to_string(d));
+        expect_partition_matches_reference(sparse::generate_gradient<std::uint64_t>(o, 1), n,
+                                           at + " 64-bit d=" + std::to_string(d));
+      }
+    }
+  }
 }
 
 TEST(HashLayout, SlotsPartitionTheRangeAndInvert) {
