@@ -239,6 +239,23 @@ void Communicator::wait(Request& request) {
   traffic_.bytes_received += state->bytes_received;
 }
 
+void Communicator::progress(Request& request) {
+#ifndef ATOLL_SMPI
+  if (!request.state_) return;
+  int done = 0;
+  impl_->check(MPI_Test(&request.state_->request, &done, MPI_STATUS_IGNORE), rank_,
+               "MPI_Test (iallgatherv)");
+  if (done) {
+    // Completed: account its traffic now; wait() then has nothing left to do.
+    traffic_.bytes_sent += request.state_->bytes_sent;
+    traffic_.bytes_received += request.state_->bytes_received;
+    request.state_.reset();
+  }
+#else
+  (void)request;
+#endif
+}
+
 void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_each) {
   MPI_Datatype t = impl_->element_type(bytes_each);
   impl_->check(MPI_Alltoall(send, 1, t, recv, 1, t, impl_->comm), rank_, "MPI_Alltoall");

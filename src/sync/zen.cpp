@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <functional>
 
 #include "atoll/sync/zen_partition.h"
 #include "common.h"
@@ -140,14 +141,17 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       comm.wait(requests[p]);
       if (p + kDepth < chunks) post(p + kDepth);
       if (failure) continue;
+      const std::function<void()> progress_next = [&, p] {
+        if (p + 1 < chunks) comm.progress(requests[p + 1]);
+      };
       const double t0 = comm.wtime();
       try {
         pos += zen_decode_pull_chunk<Index>(
             layout_, bounds[p], bounds[p + 1],
             std::span<const std::uint8_t>(sc.all.data() + chunk_begin[p],
                                           chunk_begin[p + 1] - chunk_begin[p]),
-            counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos,
-            total - pos);
+            counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos, total - pos,
+            progress_next);
       } catch (...) {
         failure = std::current_exception();
       }

@@ -505,7 +505,7 @@ template <class Index>
 std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granule_begin,
                                   std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
                                   std::span<const std::size_t> counts, Index* oi, float* ov,
-                                  std::size_t capacity) {
+                                  std::size_t capacity, const std::function<void()>& progress) {
   const auto n = static_cast<std::uint32_t>(counts.size());
   const std::uint64_t M = layout.elements();
   auto malformed = [](std::uint32_t j, const std::string& what) {
@@ -557,60 +557,65 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
   const std::uint8_t* blocks_end = blocks.data() + blocks.size();
   auto round_up8 = [](std::uint64_t x) { return (x + 7) & ~std::uint64_t{7}; };
   std::uint64_t pos = 0;
-  for (std::uint64_t g = granule_begin; g < granule_end; ++g) {
-    const std::uint32_t j = owner[g];
-    const View& v = views[j];
-    Cursor& c = cursor[j];
-    const std::uint64_t base = g * G;
-    if (v.format == kBitmap) {
-      std::uint64_t word;
-      std::memcpy(&word, v.keys + 8 * c.key++, 8);
-      if (!word) continue;
-      const auto count = static_cast<std::uint64_t>(std::popcount(word));
-      if (c.value + count > v.nnz || (base + 63 >= M && (word >> (M - base - 1) >> 1))) {
-        throw malformed(j, "bitmap does not match its values or has a bit past M");
-      }
-      const std::uint8_t* vals = v.values + c.value * sizeof(float);
-      c.value += count;
-      // Sixteen servers' bitmap and value streams plus the output are more concurrent streams
-      // than the hardware prefetcher follows: fetch each server's stream ahead explicitly.
-      __builtin_prefetch(v.keys + 8 * c.key + 512);
-      __builtin_prefetch(vals + 1024);
-      if (vals + round_up8(count) * sizeof(float) <= blocks_end) {
-        // Eight set bits per round with no data-dependent branch inside: a word's bit count
-        // varies randomly (6.4 on average for the 1% Zipf case), and a loop that exits on it costs
-        // one misprediction per word. Rounds write whole groups of 8; the caller's 8 entries of
-        // slack absorb the overshoot (an exhausted word gives index base + 63) and the next
-        // word overwrites it.
-        for (std::uint64_t done = 0; done < count; done += 8) {
+  constexpr std::uint64_t kProgressEvery = 4096;
+  for (std::uint64_t g0 = granule_begin; g0 < granule_end; g0 += kProgressEvery) {
+    const std::uint64_t g1 = std::min(granule_end, g0 + kProgressEvery);
+    for (std::uint64_t g = g0; g < g1; ++g) {
+      const std::uint32_t j = owner[g];
+      const View& v = views[j];
+      Cursor& c = cursor[j];
+      const std::uint64_t base = g * G;
+      if (v.format == kBitmap) {
+        std::uint64_t word;
+        std::memcpy(&word, v.keys + 8 * c.key++, 8);
+        if (!word) continue;
+        const auto count = static_cast<std::uint64_t>(std::popcount(word));
+        if (c.value + count > v.nnz || (base + 63 >= M && (word >> (M - base - 1) >> 1))) {
+          throw malformed(j, "bitmap does not match its values or has a bit past M");
+        }
+        const std::uint8_t* vals = v.values + c.value * sizeof(float);
+        c.value += count;
+        // Sixteen servers' bitmap and value streams plus the output are more concurrent streams
+        // than the hardware prefetcher follows: fetch each server's stream ahead explicitly.
+        __builtin_prefetch(v.keys + 8 * c.key + 512);
+        __builtin_prefetch(vals + 1024);
+        if (vals + round_up8(count) * sizeof(float) <= blocks_end) {
+          // Eight set bits per round with no data-dependent branch inside: a word's bit count
+          // varies randomly (6.4 on average for the 1% Zipf case), and a loop that exits on it
+          // costs one misprediction per word. Rounds write whole groups of 8; the caller's 8
+          // entries of slack absorb the overshoot (an exhausted word gives index base + 63) and the
+          // next word overwrites it.
+          for (std::uint64_t done = 0; done < count; done += 8) {
 #pragma GCC unroll 8
-          for (int k = 0; k < 8; ++k) {
-            oi[pos + done + k] = static_cast<Index>(base + lowest_bit_or_63(word));
+            for (int k = 0; k < 8; ++k) {
+              oi[pos + done + k] = static_cast<Index>(base + lowest_bit_or_63(word));
+              word &= word - 1;
+            }
+            std::memcpy(ov + pos + done, vals + done * sizeof(float), 8 * sizeof(float));
+          }
+        } else {  // the last values of the buffer: do not read past it
+          for (std::uint64_t k = 0; k < count; ++k) {
+            oi[pos + k] =
+                static_cast<Index>(base + static_cast<std::uint64_t>(std::countr_zero(word)));
+            std::memcpy(ov + pos + k, vals + k * sizeof(float), sizeof(float));
             word &= word - 1;
           }
-          std::memcpy(ov + pos + done, vals + done * sizeof(float), 8 * sizeof(float));
         }
-      } else {  // the last values of the buffer: do not read past it
-        for (std::uint64_t k = 0; k < count; ++k) {
-          oi[pos + k] =
-              static_cast<Index>(base + static_cast<std::uint64_t>(std::countr_zero(word)));
-          std::memcpy(ov + pos + k, vals + k * sizeof(float), sizeof(float));
-          word &= word - 1;
+        pos += count;
+      } else {
+        while (c.key < v.nnz) {
+          Index x;
+          std::memcpy(&x, v.keys + c.key * sizeof(Index), sizeof(Index));
+          if (x >= base + G) break;
+          if (x < base || pos >= total) throw malformed(j, "COO indices unsorted or not owned");
+          oi[pos] = x;
+          std::memcpy(ov + pos, v.values + c.key * sizeof(float), sizeof(float));
+          ++pos;
+          ++c.key;
         }
-      }
-      pos += count;
-    } else {
-      while (c.key < v.nnz) {
-        Index x;
-        std::memcpy(&x, v.keys + c.key * sizeof(Index), sizeof(Index));
-        if (x >= base + G) break;
-        if (x < base || pos >= total) throw malformed(j, "COO indices unsorted or not owned");
-        oi[pos] = x;
-        std::memcpy(ov + pos, v.values + c.key * sizeof(float), sizeof(float));
-        ++pos;
-        ++c.key;
       }
     }
+    if (progress) progress();
   }
   for (std::uint32_t j = 0; j < n; ++j) {
     const bool complete = views[j].format == kBitmap ? cursor[j].value == views[j].nnz
@@ -670,7 +675,7 @@ template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayo
                                       std::vector<std::uint8_t>&);                              \
   template std::size_t zen_decode_pull_chunk(                                                   \
       const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,           \
-      std::span<const std::size_t>, I*, float*, std::size_t);                                   \
+      std::span<const std::size_t>, I*, float*, std::size_t, const std::function<void()>&);                                  \
   template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,               \
                                 std::span<const std::size_t>, SparseGradient<I>&);
 ATOLL_ZEN_INSTANTIATE(std::uint32_t)

@@ -164,6 +164,10 @@ class Communicator {
   }
   // Completes `request` (no-op if inactive); MPI errors throw CommError naming the operation.
   void wait(Request& request);
+  // Lets the MPI library move `request`'s data while this rank computes (MPI_Test): Open MPI's
+  // TCP transport progresses non-blocking collectives only inside MPI calls. Does nothing under
+  // SMPI, whose simulated network progresses by itself (and which charges time for each test).
+  void progress(Request& request);
 
   // Personalised exchange of one value per peer (send.size() == size()).
   template <class T>

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -192,7 +193,9 @@ template <class Index>
 std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granule_begin,
                                   std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
                                   std::span<const std::size_t> counts, Index* oi, float* ov,
-                                  std::size_t capacity);
+                                  std::size_t capacity, const std::function<void()>& progress = {});
+// (`progress`, if set, is called every 4096 granules: a real MPI library moves the next chunk only
+// while it is entered.)
 // All of [0, M) (one-chunk blocks) into one gradient sorted by index.
 template <class Index>
 void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,
