@@ -14,8 +14,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 #include <functional>
+#include <iostream>
 
 #include "atoll/sync/zen_partition.h"
 #include "common.h"
@@ -78,7 +80,14 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     const double pull_start = comm.wtime();
     const auto traffic_start = comm.traffic();
     double decode_s = 0, encode_s = 0;
-    const auto bucket_nnz = comm.allgather_each<std::uint64_t>(sc.sums.bucket_nnz);
+    // Each server's counts, then its pull-format flag (receivers size blocks with the sender's).
+    std::vector<std::uint64_t> mine(sc.sums.bucket_nnz);
+    mine.push_back(pull_bitmap_ ? 1 : 0);
+    const auto reported = comm.allgather_each<std::uint64_t>(mine);
+    std::vector<std::uint64_t> bucket_nnz(std::size_t{n} * H);
+    for (std::uint32_t j = 0; j < n; ++j)
+      std::copy_n(reported.begin() + j * (H + 1), H, bucket_nnz.begin() + j * H);
+    auto sender_bitmap = [&](std::uint32_t j) { return reported[j * (H + 1) + H] != 0; };
     const auto bounds = zen_balanced_chunks(layout_, sc.buckets, bucket_nnz, kZenPullChunks);
     const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
     std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
@@ -96,7 +105,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
           const std::size_t slots =
               (layout_.granules_before(j, bounds[p + 1]) - layout_.granules_before(j, bounds[p])) *
               kZenGranule;
-          counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), pull_bitmap_);
+          counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_bitmap(j));
           chunk_begin[p + 1] += counts[p][j];
           total += nnz[j];
         }
@@ -109,7 +118,12 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
           fmt::format("zen: servers announced {} non-zeros for {} elements", total, M));
     }
     sc.all.resize(chunk_begin[chunks]);
+    // The send buffer never moves while a chunk is on the wire: room for every chunk, plus the
+    // encoder's temporary 8-value overshoot.
+    std::size_t my_bytes = 0;
+    for (std::uint32_t p = 0; p < chunks; ++p) my_bytes += counts[p][rank];
     sc.block.clear();
+    sc.block.reserve(my_bytes + 8 * sizeof(float));
     std::vector<std::size_t> block_begin(chunks + 1, 0);
     std::vector<comm::Request> requests(chunks);
     std::uint64_t pull_load = 0;
@@ -118,8 +132,14 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       block_begin[p] = sc.block.size();
       const std::size_t bytes = zen_encode_pull_chunk<Index>(
           layout_, rank, sc.sums, slot_begin[p], slot_begin[p + 1], pull_bitmap_, sc.block);
-      if (bytes != counts[p][rank])
-        throw std::logic_error("zen: pull block size differs from the announced size");
+      if (bytes != counts[p][rank]) {
+        // An internal inconsistency after the other ranks have posted: failing alone would leave
+        // them waiting, so end the job with the reason.
+        std::cerr << fmt::format(
+            "atoll: internal error: rank {}: zen pull chunk {} is {} bytes, announced {}\n", rank,
+            p, bytes, counts[p][rank]);
+        comm::MpiRuntime::abort_job(70);
+      }
       pull_load += bytes * (n - 1);
       encode_s += comm.wtime() - t0;
       requests[p] = comm.iallgatherv<std::uint8_t>(

@@ -325,6 +325,7 @@ std::uint64_t nonzero_mask64(const float* v) {
 }  // namespace
 
 std::vector<std::uint64_t> zen_granule_bounds(std::uint64_t elements, std::uint32_t parts) {
+  if (parts == 0) throw std::invalid_argument("zen_granule_bounds: parts must be positive");
   const std::uint64_t granules = (elements + kZenGranule - 1) / kZenGranule;
   std::vector<std::uint64_t> bounds(parts + 1);
   for (std::uint32_t p = 0; p <= parts; ++p) bounds[p] = granules * p / parts;
@@ -356,6 +357,12 @@ std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
                                                std::span<const std::uint64_t> bucket_bounds,
                                                std::span<const std::uint64_t> bucket_nnz,
                                                std::uint32_t chunks) {
+  if (bucket_bounds.size() < 2 || chunks == 0 ||
+      bucket_nnz.size() != (bucket_bounds.size() - 1) * layout.servers()) {
+    throw std::invalid_argument(
+        fmt::format("zen_balanced_chunks: {} bucket bounds, {} counts for {} servers, {} chunks",
+                    bucket_bounds.size(), bucket_nnz.size(), layout.servers(), chunks));
+  }
   const std::size_t H = bucket_bounds.size() - 1;
   const std::uint32_t n = layout.servers();
   // Weight of a bucket: its values plus the bitmap of its granules (8 bytes each), all servers.
@@ -517,6 +524,13 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
     const std::uint8_t* keys;  // bitmap words or indices
     const std::uint8_t* values;
   };
+  const std::uint64_t granules = (M + kZenGranule - 1) / kZenGranule;
+  if (n != layout.servers() || granule_begin > granule_end || granule_end > granules) {
+    throw std::runtime_error(fmt::format(
+        "zen: pull chunk of granules [{}, {}) with {} blocks; the layout has {} granules and {} "
+        "servers",
+        granule_begin, granule_end, n, granules, layout.servers()));
+  }
   std::vector<View> views(n);
   std::uint64_t total = 0;
   std::size_t at = 0;
@@ -607,7 +621,8 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
           Index x;
           std::memcpy(&x, v.keys + c.key * sizeof(Index), sizeof(Index));
           if (x >= base + G) break;
-          if (x < base || pos >= total) throw malformed(j, "COO indices unsorted or not owned");
+          if (x < base || pos >= total || (pos > 0 && x <= oi[pos - 1]))
+            throw malformed(j, "COO indices unsorted, repeated or not owned");
           oi[pos] = x;
           std::memcpy(ov + pos, v.values + c.key * sizeof(float), sizeof(float));
           ++pos;
@@ -675,7 +690,7 @@ template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayo
                                       std::vector<std::uint8_t>&);                              \
   template std::size_t zen_decode_pull_chunk(                                                   \
       const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,           \
-      std::span<const std::size_t>, I*, float*, std::size_t, const std::function<void()>&);                                  \
+      std::span<const std::size_t>, I*, float*, std::size_t, const std::function<void()>&);     \
   template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,               \
                                 std::span<const std::size_t>, SparseGradient<I>&);
 ATOLL_ZEN_INSTANTIATE(std::uint32_t)

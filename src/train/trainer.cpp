@@ -55,8 +55,8 @@ std::optional<std::string> check_config(const TrainConfig& c) {
   }
   if (m.layers < 0) return fmt::format("layers {} is negative", m.layers);
   if (m.seq_len < 1) return fmt::format("seq_len {} must be positive", m.seq_len);
-  if (!(c.sim_compute_s >= 0)) {
-    return fmt::format("--sim-compute-s {} must be >= 0", c.sim_compute_s);
+  if (!(c.sim_compute_s >= 0) || !std::isfinite(c.sim_compute_s)) {
+    return fmt::format("--sim-compute-s {} must be a finite number >= 0", c.sim_compute_s);
   }
   if (c.sim_compute_s > 0 && !Communicator::simulated()) {
     return "--sim-compute-s applies only under simulation (scripts/simulate ... -- train); under "
@@ -623,7 +623,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     bool verified = true;
   };
   std::vector<Compared> compare;
-  for (const auto& name : cfg.compare_schemes) compare.push_back({name, sync::make_scheme(name), {}, true});
+  for (const auto& name : cfg.compare_schemes)
+    compare.push_back({name, sync::make_scheme(name), {}, true});
   sync::SyncResult<Index> compare_result;
   std::vector<double> base_s, primary_sync_rows_s;  // per step: step minus primary sync+rows
   sync::SyncResult<Index> emb_result;

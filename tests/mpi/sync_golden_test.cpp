@@ -108,10 +108,10 @@ void run_all_cases(const std::string& scheme) {
         return sparse::generate_gradient<Index>(o, r);
       },
       true);
-  // Zen's pull in 1 chunk (M = 100003) and in 4 pipelined chunks (M = 300007: 4688 granules, one
-  // chunk per 1024); densities where servers pick COO (0.002) and the bitmap (0.05).
-  // (The larger case only for the Zen schemes: the others have no chunking, and 16 simulated
-  // ranks each building every rank's gradient make it slow.)
+  // Zen's pull in byte-balanced pipelined chunks (M = 100003: 24 buckets of 64 granules; 300007:
+  // 73 buckets, up to 8 chunks); densities where servers pick COO (0.002) and the bitmap (0.05).
+  // (The larger case only for the Zen schemes: 16 simulated ranks each building every rank's
+  // gradient make it slow.)
   for (std::uint64_t big : {100003, 300007}) {
     if (big > 100003 && scheme.rfind("zen", 0) != 0) continue;
     for (double d : {0.002, 0.05}) {

@@ -116,7 +116,7 @@ expect_error vocab-too-large 2 "vocabulary of 60000 words requested" "${common[@
 expect_error heads 2 "not divisible by heads" "${common[@]}" --heads 5
 expect_error sim-compute-under-mpirun 2 "applies only under simulation" "${common[@]}" \
   --sim-compute-s 0.05
-expect_error sim-compute-negative 2 "sim-compute-s -1 must be >= 0" "${common[@]}" --sim-compute-s -1
+expect_error sim-compute-negative 2 "sim-compute-s -1 must be a finite number" "${common[@]}" --sim-compute-s -1
 expect_error unwritable-out 2 "cannot create directory" "${common[@]}" --steps 2 --out /proc/atoll-no
 mkdir -p "$tmp/two-docs"
 printf 'The/at cat/nn sat/vbd ./.\n' | tee "$tmp/two-docs/ca01" >"$tmp/two-docs/ca02"

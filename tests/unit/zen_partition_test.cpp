@@ -205,3 +205,140 @@ TEST(ZenPull, RoundTripMatchesDenseSum) {
 }
 
 }  // namespace
+
+namespace {
+using atl::sync::HashLayout;
+
+// Every server's received entries for `workers` Zipf gradients (integer values: exact sums).
+std::vector<std::vector<sparse::Entry<std::uint32_t>>> push_all(const HashLayout& layout,
+                                                                double density, int workers,
+                                                                std::vector<double>& dense) {
+  const std::uint32_t n = layout.servers();
+  std::vector<std::vector<sparse::Entry<std::uint32_t>>> received(n);
+  dense.assign(layout.elements(), 0.0);
+  for (int w = 0; w < workers; ++w) {
+    sparse::GeneratorOptions o{layout.elements(), density, 1.1, 3, sparse::ValueKind::integer};
+    const auto g = sparse::generate_gradient<std::uint32_t>(o, w);
+    for (std::size_t k = 0; k < g.nnz(); ++k) dense[g.indices[k]] += g.values[k];
+    HashPartition<std::uint32_t> part;
+    zen_partition(g, layout, part);
+    std::size_t at = 0;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      received[j].insert(received[j].end(), part.entries.begin() + at,
+                         part.entries.begin() + at + part.counts[j]);
+      at += part.counts[j];
+    }
+  }
+  return received;
+}
+}  // namespace
+
+TEST(ZenPull, ChunkedRoundTripWithBalancedBounds) {
+  const std::uint64_t M = 1000003;  // not a multiple of 64
+  const std::uint32_t n = 5;
+  const HashLayout layout(M, n, 9);
+  const std::uint64_t granules = (M + 63) / 64;
+  for (double density : {0.0005, 0.01, 0.3}) {
+    std::vector<double> dense;
+    auto received = push_all(layout, density, 4, dense);
+    const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+    const std::size_t H = buckets.size() - 1;
+    std::vector<ZenServerSums<std::uint32_t>> sums(n);
+    std::vector<std::uint64_t> bucket_nnz;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      zen_aggregate(layout, j, received[j], buckets, sums[j]);
+      ASSERT_EQ(sums[j].bucket_nnz.size(), H);
+      bucket_nnz.insert(bucket_nnz.end(), sums[j].bucket_nnz.begin(), sums[j].bucket_nnz.end());
+    }
+    const auto bounds = zen_balanced_chunks(layout, buckets, bucket_nnz, 8);
+    ASSERT_GE(bounds.size(), 3u) << "a skewed gradient over 244 buckets splits";
+    ASSERT_LE(bounds.size(), 9u);
+    EXPECT_EQ(bounds.front(), 0u);
+    EXPECT_EQ(bounds.back(), granules);
+    for (std::size_t p = 1; p < bounds.size(); ++p) EXPECT_LT(bounds[p - 1], bounds[p]);
+
+    std::vector<std::uint32_t> idx(static_cast<std::size_t>(M) + kZenDecodeSlack);
+    std::vector<float> val(idx.size());
+    std::size_t pos = 0;
+    for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
+      std::vector<std::uint8_t> all;
+      std::vector<std::size_t> counts;
+      for (std::uint32_t j = 0; j < n; ++j) {
+        const std::size_t s0 = layout.granules_before(j, bounds[p]) * 64;
+        const std::size_t s1 = layout.granules_before(j, bounds[p + 1]) * 64;
+        std::vector<std::uint8_t> block;
+        const auto bytes = zen_encode_pull_chunk(layout, j, sums[j], s0, s1, true, block);
+        const std::uint64_t nnz = sums[j].nnz_before[s1 / 64] - sums[j].nnz_before[s0 / 64];
+        ASSERT_EQ(bytes, zen_pull_block_bytes(s1 - s0, nnz, 4, true)) << "announced size";
+        ASSERT_EQ(block.size(), bytes);
+        all.insert(all.end(), block.begin(), block.end());
+        counts.push_back(bytes);
+      }
+      pos += zen_decode_pull_chunk<std::uint32_t>(layout, bounds[p], bounds[p + 1], all, counts,
+                                                  idx.data() + pos, val.data() + pos,
+                                                  static_cast<std::size_t>(M) - pos);
+    }
+    SparseGradient<std::uint32_t> out;
+    out.elements = M;
+    out.indices.assign(idx.begin(), idx.begin() + pos);
+    out.values.assign(val.begin(), val.begin() + pos);
+    EXPECT_FALSE(out.check().has_value()) << out.check().value_or("");
+    const auto got = out.to_dense();
+    for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(got[x], dense[x]) << "index " << x;
+  }
+}
+
+TEST(ZenPull, BalancedChunksOnDegenerateCounts) {
+  const HashLayout layout(100000, 4, 1);
+  const auto buckets = zen_granule_bounds(100000, zen_pull_buckets(100000));
+  const std::size_t H = buckets.size() - 1;
+  // All-zero counts: the bitmap bytes alone still split the range.
+  const auto even = zen_balanced_chunks(layout, buckets, std::vector<std::uint64_t>(4 * H, 0), 8);
+  EXPECT_EQ(even.size(), 9u);
+  EXPECT_EQ(even.back(), buckets.back());
+  // Everything in the first bucket: it becomes a chunk of its own, the rest shares what is left.
+  std::vector<std::uint64_t> head(4 * H, 0);
+  for (std::uint32_t j = 0; j < 4; ++j) head[j * H] = 1000000;
+  const auto skewed = zen_balanced_chunks(layout, buckets, head, 8);
+  ASSERT_GE(skewed.size(), 2u);
+  EXPECT_EQ(skewed[1], buckets[1]);
+  // One bucket: one chunk. Bad arguments are refused, not read out of bounds.
+  const std::vector<std::uint64_t> one{0, buckets.back()};
+  EXPECT_EQ(zen_balanced_chunks(layout, one, std::vector<std::uint64_t>(4, 7), 8).size(), 2u);
+  EXPECT_THROW(zen_balanced_chunks(layout, buckets, std::vector<std::uint64_t>(3), 8),
+               std::invalid_argument);
+  EXPECT_THROW(zen_balanced_chunks(layout, buckets, head, 0), std::invalid_argument);
+  EXPECT_THROW(zen_granule_bounds(100000, 0), std::invalid_argument);
+}
+
+TEST(ZenPull, UnsortedCooBlockIsRefused) {
+  const std::uint64_t M = 100000;
+  const HashLayout layout(M, 2, 1);
+  // Server 0's block in COO form with two of its indices swapped.
+  std::vector<std::uint32_t> mine;
+  for (std::uint64_t x = 0; x < M && mine.size() < 3; ++x)
+    if (zen_owner(x, 2, 1) == 0) mine.push_back(static_cast<std::uint32_t>(x));
+  std::swap(mine[1], mine[2]);
+  std::vector<std::uint8_t> block{0};  // COO
+  const std::uint64_t nnz = 3;
+  block.insert(block.end(), reinterpret_cast<const std::uint8_t*>(&nnz),
+               reinterpret_cast<const std::uint8_t*>(&nnz) + 8);
+  block.insert(block.end(), reinterpret_cast<const std::uint8_t*>(mine.data()),
+               reinterpret_cast<const std::uint8_t*>(mine.data()) + 12);
+  const float values[3] = {1, 2, 3};
+  block.insert(block.end(), reinterpret_cast<const std::uint8_t*>(values),
+               reinterpret_cast<const std::uint8_t*>(values) + 12);
+  std::vector<std::uint8_t> empty{0, 0, 0, 0, 0, 0, 0, 0, 0};  // server 1: COO, no entries
+  std::vector<std::uint8_t> all = block;
+  all.insert(all.end(), empty.begin(), empty.end());
+  const std::vector<std::size_t> counts{block.size(), empty.size()};
+  SparseGradient<std::uint32_t> out;
+  EXPECT_THROW(zen_decode_pull<std::uint32_t>(layout, all, counts, out), std::runtime_error);
+  // Fewer blocks than servers is refused too.
+  std::vector<std::uint32_t> oi(16);
+  std::vector<float> ov(16);
+  EXPECT_THROW(
+      zen_decode_pull_chunk<std::uint32_t>(
+          layout, 0, 10, empty, std::vector<std::size_t>{empty.size()}, oi.data(), ov.data(), 8),
+      std::runtime_error);
+}
