@@ -149,25 +149,46 @@ void Communicator::allgather_raw(const void* send, void* recv, std::size_t bytes
   traffic_.bytes_received += bytes_each * (size_ - 1);
 }
 
+namespace {
+// MPI's int counts and displacements of an allgatherv, and the bytes the ring algorithm moves for
+// this rank (every block but its own arrives; every block but its successor's leaves).
+struct AllgathervLayout {
+  std::vector<int> counts, displs;
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+};
+AllgathervLayout allgatherv_layout(std::span<const std::size_t> counts, int rank, int size,
+                                   std::size_t elem_bytes, const char* op) {
+  if (counts.size() != static_cast<std::size_t>(size)) {
+    throw CommError("rank " + std::to_string(rank) + ": " + op + ": " +
+                    std::to_string(counts.size()) + " counts for " + std::to_string(size) +
+                    " ranks");
+  }
+  AllgathervLayout l;
+  l.counts.resize(counts.size());
+  l.displs.resize(counts.size());
+  std::size_t offset = 0;
+  for (std::size_t q = 0; q < counts.size(); ++q) {
+    l.counts[q] = checked_count(counts[q], rank, op);
+    l.displs[q] = checked_count(offset, rank, op);
+    offset += counts[q];
+  }
+  if (size > 1) {
+    l.bytes_received = (offset - counts[rank]) * elem_bytes;
+    l.bytes_sent = (offset - counts[(rank + 1) % size]) * elem_bytes;
+  }
+  return l;
+}
+}  // namespace
+
 void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_t>& counts,
                                   void* recv, std::size_t elem_bytes) {
-  std::vector<int> icounts(counts.size()), displs(counts.size());
-  std::size_t offset = 0, total = 0;
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    icounts[r] = checked_count(counts[r], rank_, "MPI_Allgatherv");
-    displs[r] = checked_count(offset, rank_, "MPI_Allgatherv");
-    offset += counts[r];
-    total += counts[r];
-  }
+  const auto l = allgatherv_layout(counts, rank_, size_, elem_bytes, "MPI_Allgatherv");
   MPI_Datatype t = impl_->element_type(elem_bytes);
-  impl_->check(
-      MPI_Allgatherv(send, icounts[rank_], t, recv, icounts.data(), displs.data(), t, impl_->comm),
-      rank_, "MPI_Allgatherv");
-  if (size_ > 1) {
-    // Ring allgather: every block but one's own arrives; every block but the successor's leaves.
-    traffic_.bytes_received += (total - counts[rank_]) * elem_bytes;
-    traffic_.bytes_sent += (total - counts[(rank_ + 1) % size_]) * elem_bytes;
-  }
+  impl_->check(MPI_Allgatherv(send, l.counts[rank_], t, recv, l.counts.data(), l.displs.data(), t,
+                              impl_->comm),
+               rank_, "MPI_Allgatherv");
+  traffic_.bytes_received += l.bytes_received;
+  traffic_.bytes_sent += l.bytes_sent;
 }
 
 #ifdef ATOLL_SMPI
@@ -185,8 +206,7 @@ void Communicator::fixed_compute_end(double) {}
 
 struct Request::State {
   MPI_Request request = MPI_REQUEST_NULL;
-  std::vector<int> counts, displs;  // must outlive the operation
-  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  AllgathervLayout layout;  // its count arrays must outlive the operation
 };
 
 Request::Request() = default;
@@ -204,29 +224,13 @@ Request::~Request() {
 
 Request Communicator::iallgatherv_raw(const void* send, std::span<const std::size_t> counts,
                                       void* recv, std::size_t elem_bytes) {
-  if (counts.size() != static_cast<std::size_t>(size_)) {
-    throw CommError("rank " + std::to_string(rank_) +
-                    ": MPI_Iallgatherv: " + std::to_string(counts.size()) + " counts for " +
-                    std::to_string(size_) + " ranks");
-  }
   Request r;
   r.state_ = std::make_unique<Request::State>();
   auto& st = *r.state_;
-  st.counts.resize(counts.size());
-  st.displs.resize(counts.size());
-  std::size_t offset = 0;
-  for (std::size_t q = 0; q < counts.size(); ++q) {
-    st.counts[q] = checked_count(counts[q], rank_, "MPI_Iallgatherv");
-    st.displs[q] = checked_count(offset, rank_, "MPI_Iallgatherv");
-    offset += counts[q];
-  }
-  if (size_ > 1) {  // counted as the ring algorithm, like allgatherv
-    st.bytes_received = (offset - counts[rank_]) * elem_bytes;
-    st.bytes_sent = (offset - counts[(rank_ + 1) % size_]) * elem_bytes;
-  }
+  st.layout = allgatherv_layout(counts, rank_, size_, elem_bytes, "MPI_Iallgatherv");
   MPI_Datatype t = impl_->element_type(elem_bytes);
-  impl_->check(MPI_Iallgatherv(send, st.counts[rank_], t, recv, st.counts.data(), st.displs.data(),
-                               t, impl_->comm, &st.request),
+  impl_->check(MPI_Iallgatherv(send, st.layout.counts[rank_], t, recv, st.layout.counts.data(),
+                               st.layout.displs.data(), t, impl_->comm, &st.request),
                rank_, "MPI_Iallgatherv");
   return r;
 }
@@ -235,8 +239,8 @@ void Communicator::wait(Request& request) {
   if (!request.state_) return;
   auto state = std::move(request.state_);
   impl_->check(MPI_Wait(&state->request, MPI_STATUS_IGNORE), rank_, "MPI_Wait (iallgatherv)");
-  traffic_.bytes_sent += state->bytes_sent;
-  traffic_.bytes_received += state->bytes_received;
+  traffic_.bytes_sent += state->layout.bytes_sent;
+  traffic_.bytes_received += state->layout.bytes_received;
 }
 
 void Communicator::progress(Request& request) {
@@ -247,8 +251,8 @@ void Communicator::progress(Request& request) {
                "MPI_Test (iallgatherv)");
   if (done) {
     // Completed: account its traffic now; wait() then has nothing left to do.
-    traffic_.bytes_sent += request.state_->bytes_sent;
-    traffic_.bytes_received += request.state_->bytes_received;
+    traffic_.bytes_sent += request.state_->layout.bytes_sent;
+    traffic_.bytes_received += request.state_->layout.bytes_received;
     request.state_.reset();
   }
 #else

@@ -4,10 +4,12 @@
 //     to 64-index granules: see zen_partition.h);
 //  2. push: alltoall of counts, alltoallv of (index, value) entries;
 //  3. aggregate: server j sums what it received over its own slots 𝕀_j (≈ M/n, never M);
-//  4. pull: server j sends, to every rank (one allgatherv), either a bitmap over 𝕀_j plus the
-//     non-zero values (|𝕀_j|/8 + 4·nnz_j bytes) or COO (8·nnz_j bytes), whichever is smaller (per
-//     server, per call); receivers decode all blocks into one sorted gradient with the shared
-//     layout. Bitmap bytes received per rank total ≈ M/8, independent of n.
+//  4. pull: server j sends, to every rank, either a bitmap over 𝕀_j plus the non-zero values
+//     (|𝕀_j|/8 + 4·nnz_j bytes) or COO (8·nnz_j bytes), whichever is smaller; receivers decode
+//     into one sorted gradient with the shared layout. Bitmap bytes received per rank total
+//     ≈ M/8, independent of n. The pull is pipelined in up to kZenPullChunks byte-balanced
+//     chunks of the index space (one Iallgatherv each; the format is chosen per server per
+//     chunk), so that chunk p is decoded while chunk p+1 is on the wire.
 // Cost (Eq. 1): T_bp = (n-1)/n · (γ_n + 1) · d·M·8 / b, + 2(n-1)·α for the two exchanges; push and
 // pull imbalance ≤ 1 + Θ(sqrt(n log n / nnz)).
 #include "zen.h"
@@ -155,11 +157,10 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     std::exception_ptr failure;  // a malformed block: finish the collectives, then throw
     // One chunk in flight ahead of the one being decoded (two in flight measured slower: they share
     // the link, so the first arrives later).
-    constexpr std::uint32_t kDepth = 1;
-    for (std::uint32_t p = 0; p < std::min(kDepth, chunks); ++p) post(p);
+    post(0);
     for (std::uint32_t p = 0; p < chunks; ++p) {
       comm.wait(requests[p]);
-      if (p + kDepth < chunks) post(p + kDepth);
+      if (p + 1 < chunks) post(p + 1);
       if (failure) continue;
       const std::function<void()> progress_next = [&, p] {
         if (p + 1 < chunks) comm.progress(requests[p + 1]);

@@ -257,6 +257,23 @@ void zen_partition(const SparseGradient<Index>& grad, const HashLayout& layout,
   partition_by_entries(grad, layout, part);
 }
 
+namespace {
+// The 64-slot mask of non-zero floats at v[0..63].
+std::uint64_t nonzero_mask64(const float* v) {
+  std::uint64_t word = 0;
+#ifdef __SSE2__
+  const __m128 zero = _mm_setzero_ps();
+  for (std::size_t p = 0; p < 64; p += 4) {
+    const auto bits = _mm_movemask_ps(_mm_cmpneq_ps(_mm_loadu_ps(v + p), zero));
+    word |= static_cast<std::uint64_t>(bits) << p;
+  }
+#else
+  for (std::size_t p = 0; p < 64; ++p) word |= static_cast<std::uint64_t>(v[p] != 0.0f) << p;
+#endif
+  return word;
+}
+}  // namespace
+
 BitmapBlock bitmap_encode(std::span<const float> slot_values) {
   BitmapBlock block;
   const std::size_t n = slot_values.size();
@@ -267,15 +284,12 @@ BitmapBlock bitmap_encode(std::span<const float> slot_values) {
   for (std::size_t base = 0; base < n; base += 64) {
     const std::size_t end = std::min(n, base + 64);
     std::uint64_t word = 0;
-    std::size_t p = base;
-#ifdef __SSE2__
-    const __m128 zero = _mm_setzero_ps();
-    for (; p + 4 <= end; p += 4) {
-      const auto bits = _mm_movemask_ps(_mm_cmpneq_ps(_mm_loadu_ps(v + p), zero));
-      word |= static_cast<std::uint64_t>(bits) << (p - base);
+    if (end - base == 64) {
+      word = nonzero_mask64(v + base);
+    } else {  // the last, partial word
+      for (std::size_t p = base; p < end; ++p)
+        word |= static_cast<std::uint64_t>(v[p] != 0.0f) << (p - base);
     }
-#endif
-    for (; p < end; ++p) word |= static_cast<std::uint64_t>(v[p] != 0.0f) << (p - base);
     std::memcpy(block.bitmap.data() + base / 8, &word, (end - base + 7) / 8);
     count += static_cast<std::size_t>(std::popcount(word));
   }
@@ -308,20 +322,6 @@ inline unsigned lowest_bit_or_63(std::uint64_t word) {
   return static_cast<unsigned>(__builtin_ctzll(word | (std::uint64_t{1} << 63)));
 }
 
-// The 64-slot mask of non-zero floats at v[0..63].
-std::uint64_t nonzero_mask64(const float* v) {
-  std::uint64_t word = 0;
-#ifdef __SSE2__
-  const __m128 zero = _mm_setzero_ps();
-  for (std::size_t p = 0; p < 64; p += 4) {
-    const auto bits = _mm_movemask_ps(_mm_cmpneq_ps(_mm_loadu_ps(v + p), zero));
-    word |= static_cast<std::uint64_t>(bits) << p;
-  }
-#else
-  for (std::size_t p = 0; p < 64; ++p) word |= static_cast<std::uint64_t>(v[p] != 0.0f) << p;
-#endif
-  return word;
-}
 }  // namespace
 
 std::vector<std::uint64_t> zen_granule_bounds(std::uint64_t elements, std::uint32_t parts) {
@@ -397,9 +397,8 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   sums.sparse = received.size() * 16 < slots;
   sums.words.resize(words);
   if (!sums.sparse) {
-    // Compact buffer over this server's slots (≈ M/n floats), plus one granule of slack that the
-    // 8-wide gathers of zen_encode_pull_chunk may read (and ignore) past the last slot.
-    sums.buffer.assign(slots + kZenGranule, 0.0f);
+    // Compact buffer over this server's slots (≈ M/n floats).
+    sums.buffer.assign(slots, 0.0f);
     float* buf = sums.buffer.data();
     for (const auto& e : received) buf[layout.slot(e.index)] += e.value;
     for (std::size_t w = 0; w < words; ++w) sums.words[w] = nonzero_mask64(buf + w * kZenGranule);
@@ -416,26 +415,18 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
       sums.words[s / kZenGranule] |= std::uint64_t{1} << (s % kZenGranule);
     }
   }
-  // Non-zero sums per bucket of the global granule space, and a running count per word.
-  const std::size_t H = bucket_bounds.size() - 1;
-  sums.bucket_nnz.assign(H, 0);
+  // Non-zeros before each word, then per bucket of the global granule space.
   sums.nnz_before.resize(words + 1);
-  std::uint64_t acc = 0;
-  std::size_t w = 0;
+  sums.nnz_before[0] = 0;
+  for (std::size_t w = 0; w < words; ++w)
+    sums.nnz_before[w + 1] =
+        sums.nnz_before[w] + static_cast<std::uint64_t>(std::popcount(sums.words[w]));
+  const std::size_t H = bucket_bounds.size() - 1;
+  sums.bucket_nnz.resize(H);
   for (std::size_t b = 0; b < H; ++b) {
-    const std::size_t end = layout.granules_before(server, bucket_bounds[b + 1]);
-    const std::uint64_t start = acc;
-    for (; w < end; ++w) {
-      sums.nnz_before[w] = acc;
-      acc += static_cast<std::uint64_t>(std::popcount(sums.words[w]));
-    }
-    sums.bucket_nnz[b] = acc - start;
+    sums.bucket_nnz[b] = sums.nnz_before[layout.granules_before(server, bucket_bounds[b + 1])] -
+                         sums.nnz_before[layout.granules_before(server, bucket_bounds[b])];
   }
-  for (; w < words; ++w) {  // past the last bucket bound (none when bounds cover all granules)
-    sums.nnz_before[w] = acc;
-    acc += static_cast<std::uint64_t>(std::popcount(sums.words[w]));
-  }
-  sums.nnz_before[words] = acc;
 }
 
 template <class Index>

@@ -13,6 +13,19 @@ namespace {
 using namespace atl;
 using namespace atl::sync;
 
+// The push as the servers see it: each server's block of a worker's partition is appended to
+// what that server received.
+template <class Index>
+void deliver(const HashPartition<Index>& part,
+             std::vector<std::vector<sparse::Entry<Index>>>& received) {
+  std::size_t at = 0;
+  for (std::size_t j = 0; j < received.size(); ++j) {
+    received[j].insert(received[j].end(), part.entries.begin() + at,
+                       part.entries.begin() + at + part.counts[j]);
+    at += part.counts[j];
+  }
+}
+
 TEST(ZenPartition, LosslessAndBalancedOnSkewedGradient) {
   // 160k non-zeros drawn with Zipf 1.1 (hot small ids), 16 servers.
   sparse::GeneratorOptions o{std::uint64_t{1} << 24, 0.01, 1.1, 9, sparse::ValueKind::integer};
@@ -179,12 +192,7 @@ TEST(ZenPull, RoundTripMatchesDenseSum) {
       for (std::size_t k = 0; k < g.nnz(); ++k) dense[g.indices[k]] += g.values[k];
       HashPartition<std::uint32_t> part;
       zen_partition(g, layout, part);
-      std::size_t at = 0;
-      for (std::uint32_t j = 0; j < n; ++j) {
-        received[j].insert(received[j].end(), part.entries.begin() + at,
-                           part.entries.begin() + at + part.counts[j]);
-        at += part.counts[j];
-      }
+      deliver(part, received);
     }
     std::vector<std::uint8_t> all;
     std::vector<std::size_t> counts;
@@ -222,12 +230,7 @@ std::vector<std::vector<sparse::Entry<std::uint32_t>>> push_all(const HashLayout
     for (std::size_t k = 0; k < g.nnz(); ++k) dense[g.indices[k]] += g.values[k];
     HashPartition<std::uint32_t> part;
     zen_partition(g, layout, part);
-    std::size_t at = 0;
-    for (std::uint32_t j = 0; j < n; ++j) {
-      received[j].insert(received[j].end(), part.entries.begin() + at,
-                         part.entries.begin() + at + part.counts[j]);
-      at += part.counts[j];
-    }
+    deliver(part, received);
   }
   return received;
 }

@@ -77,7 +77,6 @@ class Request {
   ~Request();
   Request(Request&&) noexcept;
   Request& operator=(Request&&) noexcept;
-  bool active() const { return state_ != nullptr; }
 
  private:
   friend class Communicator;
@@ -130,18 +129,6 @@ class Communicator {
     allgatherv_raw(send.data(), counts, out.data(), sizeof(T));
     if (counts_out) *counts_out = std::move(counts);
     return out;
-  }
-
-  // The same into caller-owned buffers: `out` keeps its allocation across calls (no per-call
-  // allocation and zero-filling of a gradient-sized buffer); counts[r] = block size of r.
-  template <class T>
-  void allgatherv(std::span<const T> send, std::vector<T>& out, std::vector<std::size_t>& counts) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    counts = allgather<std::size_t>(send.size());
-    std::size_t total = 0;
-    for (auto c : counts) total += c;
-    out.resize(total);
-    allgatherv_raw(send.data(), counts, out.data(), sizeof(T));
   }
 
   // `k` values from every rank (send.size() == k on all ranks), concatenated in rank order.

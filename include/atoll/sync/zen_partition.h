@@ -150,7 +150,7 @@ std::size_t zen_pull_block_bytes(std::size_t slots, std::uint64_t nnz, std::size
 template <class Index>
 struct ZenServerSums {
   bool sparse = false;        // few entries: sorted idx/val instead of a slot buffer
-  std::vector<float> buffer;  // slot sums (slots + 64 floats), when !sparse
+  std::vector<float> buffer;  // slot sums (one per slot), when !sparse
   std::vector<Index> idx;     // non-zero sums in slot order, when sparse
   std::vector<float> val;
   std::vector<std::uint64_t> words;       // non-zero bitmap over the server's slots
