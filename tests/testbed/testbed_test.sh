@@ -25,12 +25,24 @@ mbps=$(ip netns exec atoll-h0 iperf3 -c 10.213.0.2 -p 5299 -t 2 -J | python3 -c 
 echo "two-host transfer: $mbps Mbit/s at a 1gbit limit"
 { [ "$mbps" -ge 900 ] && [ "$mbps" -le 1000 ]; } || fail "transfer rate $mbps Mbit/s is not within 10% of 1000"
 
-# MPI across the hosts, over TCP: every scheme verified.
-if timeout 300 "$root/scripts/testbed-mpirun" 4 "$atoll" bench sync --elements 100000 \
-    --density 0.01 --repeat 1 --verify --values integer >/tmp/atoll-testbed-bench.out 2>&1; then
+# MPI across the hosts, over TCP: every scheme verified. Open MPI's rsh launch occasionally leaves
+# one host's daemon unstarted (seen here: 2 of 20 runs, no atoll rank running, mpirun waiting);
+# such a launch stall is retried (at most 3 attempts). A run whose ranks started is never retried.
+for attempt in 1 2 3; do
+  timeout 120 "$root/scripts/testbed-mpirun" 4 "$atoll" bench sync --elements 100000 \
+    --density 0.01 --repeat 1 --verify --values integer >/tmp/atoll-testbed-bench.out 2>&1
+  rc=$?
+  if [ $rc -eq 124 ] && ! grep -q "atoll" /tmp/atoll-testbed-bench.out; then
+    echo "note: MPI launch stalled before any rank started (attempt $attempt); retrying"
+    pkill -f "orted.*10\.213\.0" 2>/dev/null || true
+    continue
+  fi
+  break
+done
+if [ $rc -eq 0 ]; then
   echo "ok   bench sync on 4 testbed hosts"
 else
-  cat /tmp/atoll-testbed-bench.out; fail "bench sync on the testbed"
+  cat /tmp/atoll-testbed-bench.out; fail "bench sync on the testbed (exit $rc)"
 fi
 
 # The PyTorch peer (ProcessGroupGloo, dense and sparse allreduce) runs across the hosts and agrees
