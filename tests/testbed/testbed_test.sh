@@ -27,7 +27,9 @@ echo "two-host transfer: $mbps Mbit/s at a 1gbit limit"
 
 # MPI across the hosts, over TCP: every scheme verified. Open MPI's rsh launch occasionally leaves
 # one host's daemon unstarted (seen here: 2 of 20 runs, no atoll rank running, mpirun waiting);
-# such a launch stall is retried (at most 3 attempts). A run whose ranks started is never retried.
+# a timeout with no output at all is retried (at most 3 attempts). bench sync prints only at the
+# end, so a hang of the ranks themselves also has no output: it is retried too, and fails every
+# attempt.
 for attempt in 1 2 3; do
   timeout 120 "$root/scripts/testbed-mpirun" 4 "$atoll" bench sync --elements 100000 \
     --density 0.01 --repeat 1 --verify --values integer >/tmp/atoll-testbed-bench.out 2>&1
