@@ -12,6 +12,10 @@ namespace atl::cli {
 wan::Topology load_wan_topology(const PlanCommandOptions& options, double fpga_memory_bytes);
 
 // The planner's best schedule (exhaustive up to 10 sites, heuristic beyond), named "planned".
+// --chunk-bytes, or the default aggregation unit for the topology's FPGA memory.
+std::uint64_t aggregation_unit(const PlanCommandOptions& options, const wan::Topology& topology,
+                               double payload_bytes);
+
 wan::EvaluatedSchedule best_plan(const wan::Topology& topology, const wan::PlanOptions& options);
 
 wan::ScheduleFile to_schedule_file(const wan::Topology& topology,

@@ -69,6 +69,23 @@ std::size_t max_clique(const Schedule& s) {
 
 }  // namespace
 
+double consensus_time_lower_bound(const Topology& t, const RoundOptions& o) {
+  const std::size_t n = t.size();
+  std::vector<double> d(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) d[i * n + j] = i == j ? 0.0 : t.latency_s(i, j);
+  for (std::size_t k = 0; k < n; ++k)  // Floyd–Warshall: the fastest chain of sites
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) d[i * n + j] = std::min(d[i * n + j], d[i * n + k] + d[k * n + j]);
+  double bound = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double farthest = 0;
+    for (std::size_t j = 0; j < n; ++j) farthest = std::max(farthest, d[j * n + i]);
+    bound = std::max(bound, farthest + o.payload_bytes / t.site(i).ingress_bytes_per_s);
+  }
+  return bound;
+}
+
 std::vector<Partition> partitions_without_singletons(std::size_t n) {
   if (n > 12)
     throw std::invalid_argument(fmt::format("exhaustive partitions need n <= 12 (got {})", n));

@@ -1,55 +1,45 @@
 #include "atoll/wan/round_model.h"
 
 #include <fmt/format.h>
+#include <glpk.h>
 
 #include <algorithm>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
 namespace atl::wan {
 
-CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transport,
-                       const RoundOptions& o) {
-  if (transport == Transport::best) {
-    const auto u = clique_cost(t, clique, Transport::unicast, o);
-    const auto m = clique_cost(t, clique, Transport::multicast_fpga, o);
-    return m.time_s <= u.time_s ? m : u;
-  }
+namespace {
+
+// Caps on the latest first arrival beyond the unstaggered clique's (seconds), tried by
+// clique_cost when a multicast clique is throttled.
+constexpr double kStaggerCapsS[] = {0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05};
+
+// Multicast + FPGA with sender start offsets (round_model.h): the throttled rate, the buffer at
+// line rate and the time.
+CliqueCost multicast_cost(const Topology& t, const Clique& clique, const RoundOptions& o,
+                          std::vector<double> offsets) {
   CliqueCost cost;
   const std::size_t k = clique.size();
-  if (k < 2) return cost;  // an idle site
-  double max_latency = 0;
-  for (auto s : clique)
-    for (auto r : clique)
-      if (s != r) max_latency = std::max(max_latency, t.latency_s(s, r));
-  if (transport == Transport::unicast) {
-    double worst = 0, slowest_rate = std::numeric_limits<double>::infinity();
-    for (auto s : clique) {
-      for (auto r : clique) {
-        if (s == r) continue;
-        const double link = std::min(t.site(s).egress_bytes_per_s, t.site(r).ingress_bytes_per_s);
-        worst = std::max(worst, t.latency_s(s, r) + (k - 1) * o.payload_bytes / link);
-        slowest_rate = std::min(slowest_rate, link / (k - 1));
-      }
-    }
-    cost.time_s = worst;
-    cost.rate_bytes_per_s = slowest_rate;
-    return cost;
-  }
   double rate = std::numeric_limits<double>::infinity();
   for (auto m : clique) {
     rate = std::min({rate, t.site(m).egress_bytes_per_s, t.site(m).ingress_bytes_per_s});
   }
   const double line_rate = rate;
   const double fixed = static_cast<double>(k - 1) * static_cast<double>(o.chunk_bytes);
-  for (auto r : clique) {
-    double latest = 0;
-    for (auto s : clique)
-      if (s != r) latest = std::max(latest, t.latency_s(s, r));
+  double last_arrival = 0;
+  for (std::size_t ri = 0; ri < k; ++ri) {
+    const std::size_t r = clique[ri];
+    double latest = 0;  // A_r
+    for (std::size_t si = 0; si < k; ++si)
+      if (si != ri) latest = std::max(latest, offsets[si] + t.latency_s(clique[si], r));
+    last_arrival = std::max(last_arrival, latest);
     std::vector<double> skews;
-    for (auto s : clique)
-      if (s != r) skews.push_back(latest - t.latency_s(s, r));
+    for (std::size_t si = 0; si < k; ++si)
+      if (si != ri) skews.push_back(std::max(0.0, latest - offsets[si] - t.latency_s(clique[si], r)));
     // B_r(R) = Σ_s min(R·skew_s, S) + (k−1)·chunk·(1 + R/I_r): a stream never holds more than
     // its payload; a complete chunk stays while its sum crosses the ingress link (chunk / I_r),
     // during which the next arrives at R.
@@ -82,8 +72,141 @@ CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transp
   }
   cost.throttled = rate < line_rate;
   cost.rate_bytes_per_s = rate;
-  cost.time_s = max_latency + o.payload_bytes / rate;
+  cost.time_s = last_arrival + o.payload_bytes / rate;
+  cost.start_offset_s = std::move(offsets);
   return cost;
+}
+
+// Sender start offsets (clique order, the earliest 0) that minimise the largest memory-weighted
+// skew sum max_r Σ_{s≠r} skew_sr / M_r with every first arrival A_r ≤ cap, then, at that skew,
+// the latest first arrival. A linear program (GLPK simplex): variables δ_s ≥ 0, A_r, z, T;
+//   A_r − δ_s ≥ ℓ_sr (s ≠ r),  w_r·((k−1)·A_r − Σ_{s≠r} δ_s) − z ≤ w_r·Σ_{s≠r} ℓ_sr,
+//   T − A_r ≥ 0,  T ≤ cap;  minimise z, then T with z fixed.
+// w_r = M_min / M_r. std::nullopt if the cap cannot be met or the solver fails.
+std::optional<std::vector<double>> least_skew_offsets(const Topology& t, const Clique& clique,
+                                                      double cap) {
+  const int k = static_cast<int>(clique.size());
+  double min_memory = std::numeric_limits<double>::infinity();
+  for (auto m : clique)
+    min_memory = std::min(min_memory, static_cast<double>(t.site(m).fpga_memory_bytes));
+  std::unique_ptr<glp_prob, decltype(&glp_delete_prob)> lp(glp_create_prob(), glp_delete_prob);
+  glp_prob* p = lp.get();
+  // Columns: δ_0..δ_{k-1} = 1..k, A_0..A_{k-1} = k+1..2k, z = 2k+1, T = 2k+2.
+  const int z = 2 * k + 1, T = 2 * k + 2;
+  glp_add_cols(p, 2 * k + 2);
+  for (int i = 1; i <= k; ++i) glp_set_col_bnds(p, i, GLP_LO, 0, 0);
+  for (int i = k + 1; i <= 2 * k; ++i) glp_set_col_bnds(p, i, GLP_FR, 0, 0);
+  glp_set_col_bnds(p, z, GLP_LO, 0, 0);
+  if (std::isfinite(cap))
+    glp_set_col_bnds(p, T, GLP_DB, 0, cap);
+  else
+    glp_set_col_bnds(p, T, GLP_LO, 0, 0);
+  std::vector<int> ia{0}, ja{0};
+  std::vector<double> ar{0};
+  auto entry = [&](int row, int col, double v) {
+    ia.push_back(row);
+    ja.push_back(col);
+    ar.push_back(v);
+  };
+  for (int r = 0; r < k; ++r) {
+    const double w = min_memory / static_cast<double>(t.site(clique[r]).fpga_memory_bytes);
+    double latency_sum = 0;
+    for (int s = 0; s < k; ++s) {
+      if (s == r) continue;
+      const double l = t.latency_s(clique[s], clique[r]);
+      latency_sum += l;
+      const int row = glp_add_rows(p, 1);  // A_r − δ_s ≥ ℓ_sr
+      glp_set_row_bnds(p, row, GLP_LO, l, 0);
+      entry(row, k + 1 + r, 1);
+      entry(row, 1 + s, -1);
+    }
+    int row = glp_add_rows(p, 1);  // weighted skew sum at r ≤ z
+    glp_set_row_bnds(p, row, GLP_UP, 0, w * latency_sum);
+    entry(row, k + 1 + r, w * (k - 1));
+    for (int s = 0; s < k; ++s)
+      if (s != r) entry(row, 1 + s, -w);
+    entry(row, z, -1);
+    row = glp_add_rows(p, 1);  // T ≥ A_r
+    glp_set_row_bnds(p, row, GLP_LO, 0, 0);
+    entry(row, T, 1);
+    entry(row, k + 1 + r, -1);
+  }
+  glp_load_matrix(p, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  glp_set_obj_dir(p, GLP_MIN);
+  glp_set_obj_coef(p, z, 1);
+  if (glp_simplex(p, &parm) != 0 || glp_get_status(p) != GLP_OPT) return std::nullopt;
+  const double best_z = glp_get_col_prim(p, z);
+  glp_set_col_bnds(p, z, GLP_DB, 0, best_z * (1 + 1e-9) + 1e-12);
+  glp_set_obj_coef(p, z, 0);
+  glp_set_obj_coef(p, T, 1);
+  if (glp_simplex(p, &parm) != 0 || glp_get_status(p) != GLP_OPT) return std::nullopt;
+  std::vector<double> offsets(static_cast<std::size_t>(k));
+  double earliest = std::numeric_limits<double>::infinity();
+  for (int s = 0; s < k; ++s) {
+    offsets[static_cast<std::size_t>(s)] = glp_get_col_prim(p, 1 + s);
+    earliest = std::min(earliest, offsets[static_cast<std::size_t>(s)]);
+  }
+  for (auto& d : offsets) d = std::max(0.0, d - earliest);
+  return offsets;
+}
+
+}  // namespace
+
+std::uint64_t default_chunk_bytes(const Topology& t, double payload_bytes) {
+  constexpr std::uint64_t kLargest = std::uint64_t{1} << 20;
+  std::uint64_t memory = std::numeric_limits<std::uint64_t>::max();
+  for (const auto& s : t.sites()) memory = std::min(memory, s.fpga_memory_bytes);
+  std::uint64_t floor = 4096;  // simulation limit: at most ~4096 chunks per stream
+  while (floor < kLargest && static_cast<double>(floor) * 4096 < payload_bytes) floor *= 2;
+  std::uint64_t chunk = kLargest;
+  while (chunk > floor && chunk > memory / 8) chunk /= 2;
+  return chunk;
+}
+
+CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transport,
+                       const RoundOptions& o) {
+  if (transport == Transport::best) {
+    const auto u = clique_cost(t, clique, Transport::unicast, o);
+    const auto m = clique_cost(t, clique, Transport::multicast_fpga, o);
+    return m.time_s <= u.time_s ? m : u;
+  }
+  CliqueCost cost;
+  const std::size_t k = clique.size();
+  if (k < 2) return cost;  // an idle site
+  if (transport == Transport::unicast) {
+    double worst = 0, slowest_rate = std::numeric_limits<double>::infinity();
+    for (auto s : clique) {
+      for (auto r : clique) {
+        if (s == r) continue;
+        const double link = std::min(t.site(s).egress_bytes_per_s, t.site(r).ingress_bytes_per_s);
+        worst = std::max(worst, t.latency_s(s, r) + (k - 1) * o.payload_bytes / link);
+        slowest_rate = std::min(slowest_rate, link / (k - 1));
+      }
+    }
+    cost.time_s = worst;
+    cost.rate_bytes_per_s = slowest_rate;
+    return cost;
+  }
+  CliqueCost best = multicast_cost(t, clique, o, std::vector<double>(k, 0.0));
+  if (!best.feasible || !best.throttled) return best;  // staggering cannot beat line rate
+  double max_latency = 0;
+  for (auto s : clique)
+    for (auto r : clique)
+      if (s != r) max_latency = std::max(max_latency, t.latency_s(s, r));
+  // Candidates: the least skew whatever the extra latency, and the least skew with the last
+  // stream's first arrival at most `extra` after the unstaggered clique's.
+  std::vector<double> caps{std::numeric_limits<double>::infinity()};
+  for (double extra : kStaggerCapsS) caps.push_back(max_latency + extra);
+  for (double cap : caps) {
+    const auto offsets = least_skew_offsets(t, clique, cap);
+    if (!offsets) continue;
+    auto candidate = multicast_cost(t, clique, o, *offsets);
+    if (candidate.time_s < best.time_s * (1 - 1e-9)) best = std::move(candidate);
+  }
+  return best;
 }
 
 double round_time(const Topology& t, const Partition& round, Transport transport,

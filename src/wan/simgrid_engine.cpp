@@ -87,10 +87,10 @@ void start_multicast(const Topology& t, const Platform& p, RoundState& r, const 
   double line_rate = std::numeric_limits<double>::infinity();
   for (auto m : clique)
     line_rate = std::min({line_rate, t.site(m).egress_bytes_per_s, t.site(m).ingress_bytes_per_s});
-  // The throttling rule (round_model.h), applied when the clique starts.
-  const double rate =
-      o.throttle ? clique_cost(t, clique, Transport::multicast_fpga, o.round).rate_bytes_per_s
-                 : line_rate;
+  // The throttling rule and the senders' staggered starts (round_model.h), set when the clique
+  // starts.
+  const CliqueCost cost = clique_cost(t, clique, Transport::multicast_fpga, o.round);
+  const double rate = o.throttle ? cost.rate_bytes_per_s : line_rate;
   if (!(rate > 0) || !std::isfinite(rate)) {
     throw SimulationError(fmt::format(
         "round {}: a multicast clique of {} sites cannot run: some member's FPGA memory is below "
@@ -98,7 +98,9 @@ void start_multicast(const Topology& t, const Platform& p, RoundState& r, const 
         r.number + 1, k));
   }
   const double chunk = static_cast<double>(o.round.chunk_bytes);
-  for (auto s : clique) {
+  for (std::size_t member = 0; member < k; ++member) {
+    const std::size_t s = clique[member];
+    const double offset = cost.start_offset_s.empty() ? 0.0 : cost.start_offset_s[member];
     auto* egress = mailbox(r, "egress", s);
     // Replication point: one copy in over the egress link, k-1 copies out to the FPGAs.
     receiver(actors, "replicate", p.replication[s], egress, [=, &r] {
@@ -114,7 +116,7 @@ void start_multicast(const Topology& t, const Platform& p, RoundState& r, const 
       sg4::Comm::wait_all(sends);
     });
     actors.push_back(sg4::Actor::create("send", p.site[s], [=, &r] {
-      const double start = sg4::Engine::get_clock();
+      const double start = sg4::Engine::get_clock() + offset;
       for (std::size_t j = 0; j < sizes->size(); ++j) {
         sg4::this_actor::sleep_until(start + static_cast<double>(j) * chunk / rate);
         egress->put(new Chunk{s, j, (*sizes)[j]}, (*sizes)[j]);
@@ -197,7 +199,7 @@ void start_unicast(const Platform& p, RoundState& r, const Clique& clique,
     return;
   }
   const auto sizes = std::make_shared<std::vector<double>>(
-      chunk_sizes(o.round.payload_bytes, o.round.chunk_bytes));
+      chunk_sizes(o.round.payload_bytes, o.unicast_segment_bytes));
   for (auto d : clique) {
     // The ingress link's queue: chunks in arrival order (one receiver per inbound stream).
     struct Queue {

@@ -57,7 +57,8 @@ nlohmann::json request_to_json(const Topology& t, const std::vector<ResolvedRoun
           {"compute_s", o.round.compute_s},
           {"rounds", o.rounds},
           {"throttle", o.throttle},
-          {"flow_level_unicast", o.flow_level_unicast}};
+          {"flow_level_unicast", o.flow_level_unicast},
+          {"unicast_segment_bytes", o.unicast_segment_bytes}};
 }
 
 Request request_from_json(const nlohmann::json& j) {
@@ -92,6 +93,7 @@ Request request_from_json(const nlohmann::json& j) {
   o.rounds = j.at("rounds");
   o.throttle = j.at("throttle");
   o.flow_level_unicast = j.at("flow_level_unicast");
+  o.unicast_segment_bytes = j.at("unicast_segment_bytes");
   return {std::move(t), std::move(period), o};
 }
 
@@ -131,6 +133,8 @@ void validate(const Topology& t, const std::vector<ResolvedRound>& period,
     throw std::invalid_argument(
         fmt::format("payload must be positive (got {})", o.round.payload_bytes));
   if (o.round.chunk_bytes == 0) throw std::invalid_argument("chunk size must be positive");
+  if (o.unicast_segment_bytes == 0)
+    throw std::invalid_argument("unicast segment size must be positive");
   if (o.round.payload_bytes / static_cast<double>(o.round.chunk_bytes) > 1e6) {
     throw std::invalid_argument(fmt::format(
         "payload {:g} B in chunks of {} B is more than a million chunks per sender; use a larger "

@@ -41,6 +41,7 @@ SimulationOptions options(double payload, std::uint64_t chunk) {
   SimulationOptions o;
   o.round.payload_bytes = payload;
   o.round.chunk_bytes = chunk;
+  o.unicast_segment_bytes = chunk;
   return o;
 }
 
@@ -88,20 +89,42 @@ TEST(Simulator, ThreeSiteCliqueMatchesHandComputedTimes) {
 }
 
 TEST(Simulator, ThrottleKeepsTheBufferWithinTheMemory) {
-  const auto t = three(10'000'000);  // 10 MB per FPGA; A needs 20 MB at line rate
+  // 3 MB per FPGA: unstaggered, A needs 20 MB of skew buffer at line rate; staggered to zero
+  // skew (δ = 10, 20, 0 ms) still 2 streams × 2 chunks = 4 MB: the clique runs staggered and
+  // throttled.
+  const auto t = three(3'000'000);
   auto o = options(1e8, 1'000'000);
   const std::vector<ResolvedRound> mc{{Exchange{ExchangeKind::multicast_fpga, {0, 1, 2}}}};
   const auto throttled = simulate(t, mc, o).rounds.at(0);
-  EXPECT_LE(throttled.peak_buffer_bytes[0], 10e6);
+  EXPECT_LE(throttled.peak_buffer_bytes[0], 3e6);
   EXPECT_EQ(throttled.overflow_bytes, 0.0);
   const auto model = clique_cost(t, {0, 1, 2}, Transport::multicast_fpga, o.round);
   ASSERT_TRUE(model.throttled);
   EXPECT_NEAR(throttled.time_s / model.time_s, 1.0, 0.02);
-  // Without the throttle the same clique overflows A's memory.
+  ASSERT_EQ(model.start_offset_s.size(), 3u);
+  EXPECT_NEAR(model.start_offset_s[0], 0.010, 1e-9);
+  EXPECT_NEAR(model.start_offset_s[1], 0.020, 1e-9);
+  EXPECT_NEAR(model.start_offset_s[2], 0.0, 1e-9);
+  // Without the throttle the same clique overflows the memory (4 MB of chunk slots).
   o.throttle = false;
   const auto unthrottled = simulate(t, mc, o).rounds.at(0);
-  EXPECT_GT(unthrottled.peak_buffer_bytes[0], 19e6);
-  EXPECT_GT(unthrottled.overflow_bytes, 9e6);
+  EXPECT_GT(unthrottled.overflow_bytes, 0.5e6);
+}
+
+TEST(Simulator, StaggeredTriadArrivesAligned) {
+  // 500 kB per FPGA, 100 kB chunks: unstaggered the triad needs 20 MB at A; staggered
+  // (δ = 10, 20, 0 ms) every receiver gets its two streams together, so it holds only the chunk
+  // slots (400 kB) and runs at line rate: 40 ms + S/R = 50 ms (+ one chunk on the ingress).
+  const auto t = three(500'000);
+  const auto o = options(1e7, 100'000);
+  const auto model = clique_cost(t, {0, 1, 2}, Transport::multicast_fpga, o.round);
+  ASSERT_FALSE(model.throttled);
+  EXPECT_NEAR(model.time_s, 0.050, 1e-9);
+  const std::vector<ResolvedRound> mc{{Exchange{ExchangeKind::multicast_fpga, {0, 1, 2}}}};
+  const auto r = simulate(t, mc, o).rounds.at(0);
+  EXPECT_NEAR(r.time_s, 0.050 + 0.0001, 1e-6);
+  for (double b : r.peak_buffer_bytes) EXPECT_LE(b, 400'000 + 1.0);
+  EXPECT_EQ(r.overflow_bytes, 0.0);
 }
 
 TEST(Simulator, RoundsRunBackToBackAndCycleThePeriod) {

@@ -155,20 +155,65 @@ TEST(RoundModel, FpgaBufferForAHandComputedClique) {
   EXPECT_DOUBLE_EQ(c.buffer_bytes, 1e9 * 0.020 + 4000);
   EXPECT_FALSE(c.throttled);
   EXPECT_NEAR(c.time_s, 0.030 + 0.1, 1e-12);  // one copy on each link, whatever k
-  // 10 MB of FPGA memory: A throttles the clique to R with R · 0.020 + 2000 · (1 + R / 1e9) =
-  // 10e6, R = (10e6 - 2000) / 0.020002 B/s.
+  EXPECT_EQ(c.start_offset_s, std::vector<double>(3, 0.0));  // line rate: no staggering
+  // 10 MB of FPGA memory. Unstaggered, A would throttle the clique to R with R · 0.020 + 2000 ·
+  // (1 + R / 1e9) = 10e6 (0.230 s). Staggering B by δ_B delays nothing past 30 ms for
+  // δ_B ≤ 10 ms (C hears B at δ_B + 20) and cuts A's skew to 20 − δ_B ms, C's to 10 − δ_B and
+  // B's stays 10: δ_B = 10 ms leaves 10 ms of skew at A and B, R = (10e6 − 2000) / 0.010002,
+  // finishing at 0.030 + S/R ≈ 0.130 s, sooner than the full stagger that removes all skew
+  // (δ = 10, 20, 0 ms: every stream arrives together, but the last at 40 ms: 0.140 s).
   const auto tight = line_topology(10'000'000);
   const auto d = clique_cost(tight, {0, 1, 2}, Transport::multicast_fpga, o);
   EXPECT_TRUE(d.throttled);
-  const double rate = (10e6 - 2000) / 0.020002;
+  const double rate = (10e6 - 2000) / 0.010002;
   EXPECT_NEAR(d.rate_bytes_per_s, rate, rate * 1e-8);
   EXPECT_NEAR(d.time_s, 0.030 + 1e8 / rate, 1e-8);
+  ASSERT_EQ(d.start_offset_s.size(), 3u);
+  EXPECT_NEAR(d.start_offset_s[0], 0.0, 1e-9);
+  EXPECT_NEAR(d.start_offset_s[1], 0.010, 1e-9);
+  EXPECT_NEAR(d.start_offset_s[2], 0.0, 1e-9);
+  // 5,000 bytes: only the chunk slots fit (4,000 at line rate), so only the full stagger runs
+  // at line rate: δ_a − δ_b = ℓ_bc − ℓ_ac for a triad, here δ = (10, 20, 0) ms, zero skew at every
+  // receiver, the last stream starting to arrive at 40 ms.
+  const auto minimal = line_topology(5000);
+  const auto f = clique_cost(minimal, {0, 1, 2}, Transport::multicast_fpga, o);
+  EXPECT_FALSE(f.throttled);
+  EXPECT_NEAR(f.buffer_bytes, 4000, 1e-3);  // skews zero up to the LP's rounding
+  EXPECT_NEAR(f.time_s, 0.040 + 0.1, 1e-9);
+  ASSERT_EQ(f.start_offset_s.size(), 3u);
+  EXPECT_NEAR(f.start_offset_s[0], 0.010, 1e-9);
+  EXPECT_NEAR(f.start_offset_s[1], 0.020, 1e-9);
+  EXPECT_NEAR(f.start_offset_s[2], 0.0, 1e-9);
   // Pairs have no skew: line rate with any memory that holds one chunk.
   EXPECT_FALSE(clique_cost(tight, {0, 2}, Transport::multicast_fpga, o).throttled);
   // Memory below one chunk per stream: infeasible.
   const auto tiny = line_topology(500);
   EXPECT_FALSE(clique_cost(tiny, {0, 1}, Transport::multicast_fpga, o).feasible);
   EXPECT_TRUE(std::isinf(round_time(tiny, {{0, 1}}, Transport::multicast_fpga, o)));
+}
+
+TEST(RoundModel, DefaultAggregationUnit) {
+  // min(1 MiB, memory / 8) as a power of two, but at least payload / 4096 (and 4 KiB).
+  EXPECT_EQ(default_chunk_bytes(line_topology(std::uint64_t{1} << 30), 1e8), 1u << 20);
+  EXPECT_EQ(default_chunk_bytes(line_topology(8'000'000), 1e8), 1u << 19);  // 1e6 -> 512 KiB
+  EXPECT_EQ(default_chunk_bytes(line_topology(1'000'000), 1e7), 1u << 16);  // 125,000 -> 64 KiB
+  EXPECT_EQ(default_chunk_bytes(line_topology(1'000'000), 1e9), 1u << 18);  // 1e9/4096 -> 256 KiB
+  EXPECT_EQ(default_chunk_bytes(line_topology(1000), 1e6), 4096u);
+}
+
+TEST(Planner, LowerBoundFollowsTheFastestChain) {
+  // A-C direct is 30 ms, but A-B-C is 10 + 15 = 25 ms: the farthest site of C (and of A) is 25
+  // ms away by the fastest chain; plus S / I = 0.1 s.
+  auto t = line_topology(1 << 30);
+  t.set_latency_matrix({0, 0.010, 0.030, 0.010, 0, 0.015, 0.030, 0.015, 0});
+  RoundOptions o;
+  o.payload_bytes = 1e8;
+  EXPECT_NEAR(consensus_time_lower_bound(t, o), 0.025 + 0.1, 1e-12);
+  // No schedule beats it: the planner's optimum and every baseline are at least the bound.
+  PlanOptions po;
+  po.round = o;
+  EXPECT_GE(plan_exhaustive(t, po).time_to_consensus_s, 0.125 - 1e-12);
+  for (const auto& b : baselines(t, po)) EXPECT_GE(b.time_to_consensus_s, 0.125 - 1e-12) << b.name;
 }
 
 TEST(Planner, PartitionsWithoutSingletons) {

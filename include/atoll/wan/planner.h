@@ -56,6 +56,15 @@ EvaluatedSchedule plan_exhaustive(const Topology& topology, const PlanOptions& o
 // period-2 schedule among them is returned, named "planned_heuristic".
 EvaluatedSchedule plan_heuristic(const Topology& topology, const PlanOptions& options);
 
+// A lower bound on the time to ε-consensus of any schedule, any transport (for ε < 1/N, where
+// every site's result must depend on every other site's payload): site i cannot hold a result
+// before the payload of its farthest site j has reached it along the fastest chain of sites,
+// d*(j, i) (shortest paths over the one-way latencies), and every one of the S bytes it receives
+// that depends on j crosses its ingress link after that:
+//     T ≥ max_i ( max_{j≠i} d*(j, i) + S / I_i ).
+// All-to-all unicast over T_lb is the largest speed-up any planner can show against it.
+double consensus_time_lower_bound(const Topology& topology, const RoundOptions& options);
+
 // The comparison points: all-to-all unicast, all-to-all multicast + FPGA, ring allreduce across
 // sites, hierarchical (continents, then one leader per continent, then continents again).
 std::vector<EvaluatedSchedule> baselines(const Topology& topology, const PlanOptions& options);

@@ -25,6 +25,15 @@
 // known latencies and the members' memories (an open-loop, rate-based throttle; the simulator,
 // simulator.h, checks that the buffers it predicts are never exceeded).
 //
+// Staggered starts: sender s may start δ_s after the round begins. Stream s then reaches r at
+// δ_s + ℓ_sr; with A_r = max_{s≠r} (δ_s + ℓ_sr) the skew of stream s at r is A_r − δ_s − ℓ_sr
+// (it replaces ℓ_max,r − ℓ_sr in B_r) and the clique takes max_r A_r + S / R. For a triad with
+// symmetric latencies the skews can all be made zero (δ_a − δ_b = ℓ_bc − ℓ_ac, and so on), so a
+// triad needs only the chunk term; in larger cliques a linear program (GLPK) minimises the largest
+// memory-weighted skew sum Σ_s skew_sr / M_r, under a few caps on max_r A_r. Staggering is
+// considered only when the unstaggered clique is throttled (otherwise it cannot help); among the
+// unstaggered and the staggered candidates the clique takes the one that finishes first.
+//
 // Ring allreduce over an ordered set of sites (reduce-scatter then allgather, T = 2(k−1) steps of
 // S/k bytes to the ring successor): a site sends step t as soon as it has received step t−1 from
 // its predecessor, so the critical path runs around the ring through T consecutive hops:
@@ -50,12 +59,23 @@ struct RoundOptions {
   double compute_s = 0;                                // local work between rounds
 };
 
+// The FPGA aggregation unit when none is given: a power of two, at most 1 MiB and at most 1/8 of
+// the smallest FPGA memory (an aggregator sizes its slots to its memory, as a SwitchML pool does:
+// a triad at line rate then keeps half its memory in chunk slots, the rest absorbs skew), but at
+// least payload / 4096 (and 4 KiB) so that a simulation stays within ~4k chunks per stream. That
+// floor is a simulation limit, not a property of FPGAs (which aggregate packet-sized units): at
+// small memory and large payloads the model is pessimistic (throttled or infeasible cliques).
+std::uint64_t default_chunk_bytes(const Topology& topology, double payload_bytes);
+
 struct CliqueCost {
   double time_s = 0;
   double rate_bytes_per_s = 0;  // per sender (multicast) or per flow (unicast)
   double buffer_bytes = 0;      // largest FPGA buffer needed at line rate (multicast only)
   bool throttled = false;
   bool feasible = true;  // false: some member's FPGA cannot hold one chunk per stream
+  // Multicast only: when each member (in clique order) starts sending, from the round's start;
+  // all zero unless staggering finishes sooner.
+  std::vector<double> start_offset_s;
 };
 
 CliqueCost clique_cost(const Topology& topology, const Clique& clique, Transport transport,

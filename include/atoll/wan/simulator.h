@@ -12,7 +12,8 @@
 // Actors, per exchange of a round (the exchange kinds of round_model.h):
 // - multicast_fpga, clique C: each member's sender splits the payload into chunks and pushes them
 //   over its egress link at the clique rate R (the throttling rule of round_model.h: the largest
-//   rate whose skew buffer fits every member's FPGA memory); the replication point forwards one
+//   rate whose skew buffer fits every member's FPGA memory), starting at its staggered offset
+//   δ_s (round_model.h; zero unless the clique is throttled); the replication point forwards one
 //   copy of each chunk to the FPGA of every other member; each FPGA holds chunk j of each source
 //   until chunk j of every source in C has arrived, then sends the aggregate over the ingress link
 //   and frees the k−1 chunks when that send completes. Occupancy is sampled on every change.
@@ -50,6 +51,9 @@ struct SimulationOptions {
   std::size_t rounds = 1;  // rounds to simulate, cycling through the period
   bool throttle = true;    // false: multicast senders at line rate whatever the FPGA memory
   bool flow_level_unicast = false;  // true: one SimGrid flow per unicast pair (optimistic)
+  // Unicast streams are simulated in segments of this size (fair sharing at segment grain; no
+  // FPGA involved, so independent of the aggregation unit).
+  std::uint64_t unicast_segment_bytes = std::uint64_t{1} << 20;
   std::string engine_path;          // empty: the atoll-wan-sim-engine built with this library
 };
 
