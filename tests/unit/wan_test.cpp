@@ -178,7 +178,7 @@ TEST(RoundModel, FpgaBufferForAHandComputedClique) {
   const auto minimal = line_topology(5000);
   const auto f = clique_cost(minimal, {0, 1, 2}, Transport::multicast_fpga, o);
   EXPECT_FALSE(f.throttled);
-  EXPECT_NEAR(f.buffer_bytes, 4000, 1e-3);  // skews zero up to the LP's rounding
+  EXPECT_NEAR(f.buffer_bytes, 4000, 0.01);  // skews zero up to the LP's rounding
   EXPECT_NEAR(f.time_s, 0.040 + 0.1, 1e-9);
   ASSERT_EQ(f.start_offset_s.size(), 3u);
   EXPECT_NEAR(f.start_offset_s[0], 0.010, 1e-9);
