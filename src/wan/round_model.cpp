@@ -171,7 +171,16 @@ CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transp
   if (transport == Transport::best) {
     const auto u = clique_cost(t, clique, Transport::unicast, o);
     const auto m = clique_cost(t, clique, Transport::multicast_fpga, o);
-    return m.time_s <= u.time_s ? m : u;
+    auto best = m.time_s <= u.time_s ? m : u;
+    if (clique.size() > 2) {  // a ring of two is unicast
+      const double ring = ring_allreduce_time(t, clique, o);
+      if (ring < best.time_s) {
+        best = CliqueCost{};
+        best.time_s = ring;
+        best.ring = true;
+      }
+    }
+    return best;
   }
   CliqueCost cost;
   const std::size_t k = clique.size();
@@ -245,6 +254,7 @@ ResolvedRound resolve(const Topology& t, const Partition& round, Transport trans
       const auto u = clique_cost(t, clique, Transport::unicast, o);
       const auto m = clique_cost(t, clique, Transport::multicast_fpga, o);
       e.kind = m.time_s <= u.time_s ? ExchangeKind::multicast_fpga : ExchangeKind::unicast;
+      if (clique_cost(t, clique, Transport::best, o).ring) e.kind = ExchangeKind::ring_allreduce;
     }
     out.push_back(std::move(e));
   }

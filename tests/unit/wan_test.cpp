@@ -192,6 +192,25 @@ TEST(RoundModel, FpgaBufferForAHandComputedClique) {
   EXPECT_TRUE(std::isinf(round_time(tiny, {{0, 1}}, Transport::multicast_fpga, o)));
 }
 
+TEST(RoundModel, BestFallsBackToARingWhenTheFpgasCannotHelp) {
+  // 1 GB over 1 GB/s links, FPGAs below one chunk per stream: multicast is infeasible, unicast
+  // sends 2 copies (2 s + 30 ms), a ring sends 4 steps of S/3 (1.333 s) after the longest chain
+  // of 4 hops (C->A, A->B, B->C, C->A: 90 ms).
+  const auto t = line_topology(500);
+  RoundOptions o;
+  o.payload_bytes = 1e9;
+  o.chunk_bytes = 1000;
+  const auto best = clique_cost(t, {0, 1, 2}, Transport::best, o);
+  EXPECT_TRUE(best.ring);
+  EXPECT_NEAR(best.time_s, 0.090 + 4 * 1e9 / 3 / 1e9, 1e-9);
+  const auto round = resolve(t, {{0, 1, 2}}, Transport::best, o);
+  ASSERT_EQ(round.size(), 1u);
+  EXPECT_EQ(round[0].kind, ExchangeKind::ring_allreduce);
+  // A pair never rings (it is unicast); with room in the FPGAs the triad multicasts again.
+  EXPECT_FALSE(clique_cost(t, {0, 1}, Transport::best, o).ring);
+  EXPECT_FALSE(clique_cost(line_topology(1 << 30), {0, 1, 2}, Transport::best, o).ring);
+}
+
 TEST(RoundModel, DefaultAggregationUnit) {
   // min(1 MiB, memory / 8) as a power of two, but at least payload / 4096 (and 4 KiB).
   EXPECT_EQ(default_chunk_bytes(line_topology(std::uint64_t{1} << 30), 1e8), 1u << 20);

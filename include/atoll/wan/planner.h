@@ -44,8 +44,8 @@ EvaluatedSchedule evaluate(const Topology& topology, std::string name, Schedule 
 // Every partition of {0..n-1} into blocks of size >= 2 (n <= 12).
 std::vector<Partition> partitions_without_singletons(std::size_t n);
 
-// Exhaustive search over period-1 and period-2 schedules; each clique uses multicast + FPGA or
-// unicast, whichever is faster for it (Transport::best). Named "planned". std::invalid_argument if
+// Exhaustive search over period-1 and period-2 schedules; each clique uses multicast + FPGA,
+// unicast or ring allreduce, whichever is fastest for it (Transport::best). Named "planned". std::invalid_argument if
 // epsilon is not in (0, 1) or no clique fits any site's FPGA memory.
 EvaluatedSchedule plan_exhaustive(const Topology& topology, const PlanOptions& options);
 

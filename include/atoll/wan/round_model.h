@@ -49,8 +49,11 @@
 
 namespace atl::wan {
 
-// `best`: each clique uses whichever of the two finishes first (an intelligent network can fall
-// back to unicast for a clique whose skew the FPGAs cannot absorb).
+// `best`: each clique uses whichever of unicast, multicast + FPGA and ring allreduce (over the
+// clique's sites in the order given, i.e. file order in the planner) finishes first: an
+// intelligent network can fall back to unicast for a clique whose skew the FPGAs cannot absorb,
+// and a bandwidth-bound clique whose FPGAs are throttled may do better with a ring, which moves
+// 2(k−1)/k·S per site without any aggregation memory.
 enum class Transport { unicast, multicast_fpga, best };
 
 struct RoundOptions {
@@ -76,6 +79,7 @@ struct CliqueCost {
   // Multicast only: when each member (in clique order) starts sending, from the round's start;
   // all zero unless staggering finishes sooner.
   std::vector<double> start_offset_s;
+  bool ring = false;  // Transport::best chose ring allreduce (time_s is ring_allreduce_time)
 };
 
 CliqueCost clique_cost(const Topology& topology, const Clique& clique, Transport transport,
@@ -96,7 +100,7 @@ using ResolvedRound = std::vector<Exchange>;
 
 const char* to_string(ExchangeKind kind);
 
-// The cliques of `round` with Transport::best replaced by the faster of the two for each clique.
+// The cliques of `round` with Transport::best replaced by the fastest of the three for each clique.
 ResolvedRound resolve(const Topology& topology, const Partition& round, Transport transport,
                       const RoundOptions& options);
 
