@@ -36,7 +36,7 @@ struct Compared {
   std::uint64_t messages = 0;
   bool reaches_consensus = false;
   std::size_t max_clique_size = 0;
-  std::size_t multicast_groups = 0, unicast_groups = 0;  // over one period
+  std::size_t multicast_groups = 0, unicast_groups = 0, ring_groups = 0;  // over one period
 };
 
 Compared compare(const wan::Topology& t, const Candidate& c, const wan::SimulationOptions& base,
@@ -59,7 +59,9 @@ Compared compare(const wan::Topology& t, const Candidate& c, const wan::Simulati
   for (const auto& round : c.period) {
     for (const auto& e : round) {
       out.max_clique_size = std::max(out.max_clique_size, e.sites.size());
-      (e.kind == wan::ExchangeKind::multicast_fpga ? out.multicast_groups : out.unicast_groups)++;
+      (e.kind == wan::ExchangeKind::multicast_fpga   ? out.multicast_groups
+       : e.kind == wan::ExchangeKind::ring_allreduce ? out.ring_groups
+                                                     : out.unicast_groups)++;
     }
   }
   auto o = base;
@@ -88,6 +90,7 @@ nlohmann::json to_json(const Compared& c, double memory, double payload) {
           {"max_clique_size", c.max_clique_size},
           {"multicast_groups_per_period", c.multicast_groups},
           {"unicast_groups_per_period", c.unicast_groups},
+          {"ring_groups_per_period", c.ring_groups},
           {"reaches_consensus", c.reaches_consensus},
           {"model_round_times_s", c.model_s},
           {"simulated_round_times_s", c.simulated_s},
