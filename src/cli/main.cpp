@@ -127,8 +127,19 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--ingress-gbps", plan_options.ingress_gbps, "WAN ingress per site");
   plan_cmd->add_option("--epsilon", plan_options.epsilon, "consensus target, in (0, 1)");
   plan_cmd->add_option("--compute-s", plan_options.compute_s, "local compute between rounds");
-  plan_cmd->add_option("--chunk-bytes", plan_options.chunk_bytes,
-                       "FPGA aggregation unit, bytes (default: min(1 MiB, memory/8))");
+  // --chunk-bytes: 0 would mean "the default", so an explicit 0 is refused here.
+  const CLI::Validator positive_bytes(
+      [](std::string& v) -> std::string {
+        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+        return digits && v.find_first_not_of('0') != std::string::npos
+                   ? ""
+                   : "must be a positive whole number of bytes (got '" + v + "')";
+      },
+      "BYTES");
+  plan_cmd
+      ->add_option("--chunk-bytes", plan_options.chunk_bytes,
+                   "FPGA aggregation unit, bytes (default: <= memory/8, <= 1 MiB, >= payload/4096)")
+      ->check(positive_bytes);
   plan_cmd->add_option("--sweep", plan_options.sweep, "fpga-memory: best schedule per memory size");
   plan_cmd->add_flag("--json", plan_options.json, "one JSON object per schedule");
   plan_cmd->add_option("--schedule-out", plan_options.schedule_out,
@@ -158,8 +169,11 @@ int main(int argc, char** argv) {
                             "FPGA memory per site, bytes");
     wan_sim_cmd->add_option("--egress-gbps", w.plan.egress_gbps, "WAN egress per site");
     wan_sim_cmd->add_option("--ingress-gbps", w.plan.ingress_gbps, "WAN ingress per site");
-    wan_sim_cmd->add_option("--chunk-bytes", w.plan.chunk_bytes,
-                            "FPGA aggregation unit, bytes (default: min(1 MiB, memory/8))");
+    wan_sim_cmd
+        ->add_option(
+            "--chunk-bytes", w.plan.chunk_bytes,
+            "FPGA aggregation unit, bytes (default: <= memory/8, <= 1 MiB, >= payload/4096)")
+        ->check(positive_bytes);
     wan_sim_cmd->add_option("--epsilon", w.plan.epsilon, "consensus target (with --from-plan)");
     wan_sim_cmd->add_option("--compute-s", w.plan.compute_s, "local compute between rounds");
     wan_sim_cmd->add_option("--tolerance", w.tolerance,

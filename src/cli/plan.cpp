@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "atoll/cli/commands.h"
 #include "atoll/wan/planner.h"
@@ -86,7 +87,7 @@ std::string describe(const wan::Topology& t, const wan::Partition& round) {
 }
 
 nlohmann::json to_json(const wan::Topology& t, const wan::EvaluatedSchedule& e,
-                       double lower_bound_s) {
+                       std::optional<double> lower_bound_s) {
   double mean = 0;
   for (double r : e.round_times_s) mean += r;
   mean /= static_cast<double>(e.round_times_s.size());
@@ -115,7 +116,7 @@ nlohmann::json to_json(const wan::Topology& t, const wan::EvaluatedSchedule& e,
                                       ? nlohmann::json(e.time_to_consensus_s)
                                       : nlohmann::json()},
           {"schedule", rounds},
-          {"lower_bound_s", lower_bound_s}};
+          {"lower_bound_s", lower_bound_s ? nlohmann::json(*lower_bound_s) : nlohmann::json()}};
 }
 
 }  // namespace
@@ -144,7 +145,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
         const auto t = load_wan_topology(o, o.fpga_memory_bytes);
         po.round.chunk_bytes = aggregation_unit(o, t, o.payload_bytes);
         const auto best = best_plan(t, po);
-        const double bound = wan::consensus_time_lower_bound(t, po.round);
+        const auto bound = wan::consensus_time_lower_bound(t, po.round, o.epsilon);
         auto all = wan::baselines(t, po);
         all.insert(all.begin(), best);
         if (!o.schedule_out.empty()) {
@@ -169,10 +170,13 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
                 "{:<28} {:>10} {:>8} {:>8.3g} {:>12.4f}", e.name, e.max_clique_size,
                 e.rounds ? std::to_string(*e.rounds) : "never", e.rho, e.time_to_consensus_s));
           }
-          lines.push_back(fmt::format(
-              "lower bound for any schedule: {:.4f} s (farthest site by the fastest chain + payload "
-              "over ingress); no schedule can beat all-to-all unicast by more than {:.2f}x",
-              bound, all[1].time_to_consensus_s / bound));
+          if (bound) {
+            lines.push_back(fmt::format(
+                "lower bound for any schedule: {:.4f} s (farthest site by the fastest chain + "
+                "payload over ingress); no schedule can beat all-to-all unicast by more than "
+                "{:.2f}x",
+                *bound, all[1].time_to_consensus_s / *bound));
+          }
         }
       } else {
         if (!o.json) {
@@ -185,7 +189,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
           po.round.chunk_bytes = aggregation_unit(o, t, o.payload_bytes);
           const auto best = best_plan(t, po);
           const auto base = wan::baselines(t, po);
-          const double bound = wan::consensus_time_lower_bound(t, po.round);
+          const auto bound = wan::consensus_time_lower_bound(t, po.round, o.epsilon);
           if (o.json) {
             auto j = to_json(t, best, bound);
             j["fpga_memory_bytes"] = mem;
@@ -195,7 +199,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
                 "{:>14.4g} {:>10} {:>8} {:>12.4f} {:>13.2f}x {:>13.2f}x", mem, best.max_clique_size,
                 best.rounds ? *best.rounds : 0, best.time_to_consensus_s,
                 base[0].time_to_consensus_s / best.time_to_consensus_s,
-                base[0].time_to_consensus_s / bound));
+                bound ? base[0].time_to_consensus_s / *bound : std::nan("")));
           }
         }
       }

@@ -69,14 +69,17 @@ std::size_t max_clique(const Schedule& s) {
 
 }  // namespace
 
-double consensus_time_lower_bound(const Topology& t, const RoundOptions& o) {
+std::optional<double> consensus_time_lower_bound(const Topology& t, const RoundOptions& o,
+                                                 double epsilon) {
   const std::size_t n = t.size();
+  if (!(epsilon < 1.0 / static_cast<double>(n))) return std::nullopt;
   std::vector<double> d(n * n);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) d[i * n + j] = i == j ? 0.0 : t.latency_s(i, j);
   for (std::size_t k = 0; k < n; ++k)  // Floyd–Warshall: the fastest chain of sites
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < n; ++j) d[i * n + j] = std::min(d[i * n + j], d[i * n + k] + d[k * n + j]);
+      for (std::size_t j = 0; j < n; ++j)
+        d[i * n + j] = std::min(d[i * n + j], d[i * n + k] + d[k * n + j]);
   double bound = 0;
   for (std::size_t i = 0; i < n; ++i) {
     double farthest = 0;

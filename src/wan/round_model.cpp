@@ -39,7 +39,8 @@ CliqueCost multicast_cost(const Topology& t, const Clique& clique, const RoundOp
     last_arrival = std::max(last_arrival, latest);
     std::vector<double> skews;
     for (std::size_t si = 0; si < k; ++si)
-      if (si != ri) skews.push_back(std::max(0.0, latest - offsets[si] - t.latency_s(clique[si], r)));
+      if (si != ri)
+        skews.push_back(std::max(0.0, latest - offsets[si] - t.latency_s(clique[si], r)));
     // B_r(R) = Σ_s min(R·skew_s, S) + (k−1)·chunk·(1 + R/I_r): a stream never holds more than
     // its payload; a complete chunk stays while its sum crosses the ingress link (chunk / I_r),
     // during which the next arrives at R.
@@ -177,7 +178,7 @@ CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transp
       if (ring < best.time_s) {
         best = CliqueCost{};
         best.time_s = ring;
-        best.ring = true;
+        best.kind = ExchangeKind::ring_allreduce;
       }
     }
     return best;
@@ -197,6 +198,7 @@ CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transp
     }
     cost.time_s = worst;
     cost.rate_bytes_per_s = slowest_rate;
+    cost.kind = ExchangeKind::unicast;
     return cost;
   }
   CliqueCost best = multicast_cost(t, clique, o, std::vector<double>(k, 0.0));
@@ -251,10 +253,7 @@ ResolvedRound resolve(const Topology& t, const Partition& round, Transport trans
     } else if (transport == Transport::multicast_fpga) {
       e.kind = ExchangeKind::multicast_fpga;
     } else {
-      const auto u = clique_cost(t, clique, Transport::unicast, o);
-      const auto m = clique_cost(t, clique, Transport::multicast_fpga, o);
-      e.kind = m.time_s <= u.time_s ? ExchangeKind::multicast_fpga : ExchangeKind::unicast;
-      if (clique_cost(t, clique, Transport::best, o).ring) e.kind = ExchangeKind::ring_allreduce;
+      e.kind = clique_cost(t, clique, Transport::best, o).kind;
     }
     out.push_back(std::move(e));
   }

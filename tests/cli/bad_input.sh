@@ -45,6 +45,7 @@ expect_error missing-trace "no trace of rank|does not exist" bench sync --trace 
 expect_error plan-epsilon "epsilon must be in \(0, 1\)" plan --epsilon 2
 expect_error plan-topology "cannot read topology file" plan --topology "$tmp/none.csv"
 printf 'A,Alpha,Europe,50,0\n' > "$tmp/one-site.csv"
+expect_error plan-chunk-zero "must be a positive whole number of bytes" plan --chunk-bytes 0
 expect_error plan-one-site "at least two sites" plan --topology "$tmp/one-site.csv"
 printf 'A,Alpha,Europe,50,0,-1,10,100\nB,Beta,Europe,51,1,10,10,100\n' > "$tmp/negative.csv"
 expect_error plan-negative-bandwidth "bandwidth must be positive" plan --topology "$tmp/negative.csv"

@@ -45,8 +45,8 @@ EvaluatedSchedule evaluate(const Topology& topology, std::string name, Schedule 
 std::vector<Partition> partitions_without_singletons(std::size_t n);
 
 // Exhaustive search over period-1 and period-2 schedules; each clique uses multicast + FPGA,
-// unicast or ring allreduce, whichever is fastest for it (Transport::best). Named "planned". std::invalid_argument if
-// epsilon is not in (0, 1) or no clique fits any site's FPGA memory.
+// unicast or ring allreduce, whichever is fastest for it (Transport::best). Named "planned".
+// std::invalid_argument if epsilon is not in (0, 1) or no clique fits any site's FPGA memory.
 EvaluatedSchedule plan_exhaustive(const Topology& topology, const PlanOptions& options);
 
 // Heuristic for site counts beyond exhaustive reach: candidate rounds are greedy latency clusters
@@ -63,7 +63,10 @@ EvaluatedSchedule plan_heuristic(const Topology& topology, const PlanOptions& op
 // that depends on j crosses its ingress link after that:
 //     T ≥ max_i ( max_{j≠i} d*(j, i) + S / I_i ).
 // All-to-all unicast over T_lb is the largest speed-up any planner can show against it.
-double consensus_time_lower_bound(const Topology& topology, const RoundOptions& options);
+// (If j's payload is missing from i's result, entry (i, j) of Φ − J is −1/N, so ||Φ − J||₂ ≥ 1/N.)
+// std::nullopt when epsilon ≥ 1/N: then a result may leave a site out and no such bound holds.
+std::optional<double> consensus_time_lower_bound(const Topology& topology,
+                                                 const RoundOptions& options, double epsilon);
 
 // The comparison points: all-to-all unicast, all-to-all multicast + FPGA, ring allreduce across
 // sites, hierarchical (continents, then one leader per continent, then continents again).

@@ -70,6 +70,9 @@ struct RoundOptions {
 // small memory and large payloads the model is pessimistic (throttled or infeasible cliques).
 std::uint64_t default_chunk_bytes(const Topology& topology, double payload_bytes);
 
+// A clique's exchange with its transport decided.
+enum class ExchangeKind { unicast, multicast_fpga, ring_allreduce };
+
 struct CliqueCost {
   double time_s = 0;
   double rate_bytes_per_s = 0;  // per sender (multicast) or per flow (unicast)
@@ -79,7 +82,9 @@ struct CliqueCost {
   // Multicast only: when each member (in clique order) starts sending, from the round's start;
   // all zero unless staggering finishes sooner.
   std::vector<double> start_offset_s;
-  bool ring = false;  // Transport::best chose ring allreduce (time_s is ring_allreduce_time)
+  // How the clique runs: the transport asked for, or for Transport::best the fastest of the three
+  // (ring_allreduce: time_s is ring_allreduce_time, the other fields are unset).
+  ExchangeKind kind = ExchangeKind::multicast_fpga;
 };
 
 CliqueCost clique_cost(const Topology& topology, const Clique& clique, Transport transport,
@@ -91,7 +96,6 @@ double round_time(const Topology& topology, const Partition& round, Transport tr
 
 // How one group of sites exchanges in a round, with the transport decided (what a schedule file
 // stores and what the simulator runs).
-enum class ExchangeKind { unicast, multicast_fpga, ring_allreduce };
 struct Exchange {
   ExchangeKind kind = ExchangeKind::multicast_fpga;
   Clique sites;  // for ring_allreduce: in ring order

@@ -54,7 +54,7 @@ struct SimulationOptions {
   // Unicast streams are simulated in segments of this size (fair sharing at segment grain; no
   // FPGA involved, so independent of the aggregation unit).
   std::uint64_t unicast_segment_bytes = std::uint64_t{1} << 20;
-  std::string engine_path;          // empty: the atoll-wan-sim-engine built with this library
+  std::string engine_path;  // empty: the atoll-wan-sim-engine built with this library
 };
 
 struct SimulatedRound {
