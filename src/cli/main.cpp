@@ -17,6 +17,9 @@
 
 #include "atoll/cli/commands.h"
 #include "atoll/comm/communicator.h"
+#ifdef ATOLL_SMPI
+#include "atoll/comm/smpi_testbed_models.h"
+#endif
 #include "atoll/sync/scheme.h"
 #include "atoll/train/trainer.h"
 #include "atoll/util/allocator.h"
@@ -302,6 +305,13 @@ int main(int argc, char** argv) {
   atl::comm::MpiRuntime runtime(&argc, &argv);
   auto comm = atl::comm::Communicator::world();
   try {
+#ifdef ATOLL_SMPI
+    try {  // every rank checks the same setting and platform, so every rank refuses alike
+      atl::comm::install_testbed_models(comm.rank(), comm.size());
+    } catch (const std::invalid_argument& e) {
+      throw atl::cli::UsageError(e.what());
+    }
+#endif
     if (sync_cmd->parsed()) {
       bench.schemes.clear();
       std::string item;
