@@ -1,38 +1,25 @@
-// Simulation only (built into atoll-smpi): models of the namespace testbed (scripts/testbed) that a
-// platform of separate machines lacks.
+// Simulation only (built into atoll-smpi): the shared-CPU model of the namespace testbed
+// (scripts/testbed), whose hosts are not separate machines. N ranks share this machine's C cores:
+// a rank that computes while the others wait in MPI gets a whole core, and k ranks that compute at
+// once get min(1, C/k) of one each. A fixed host speed of C/N would charge every computation as if
+// all ranks always computed together (docs/results/testbed.md).
 //
-// 1. Shared CPU. The testbed's hosts are not separate machines. On the namespace testbed (scripts/testbed) N ranks share this machine's C
-// cores, so a rank that computes while the others wait in MPI runs at a full core, and k ranks that
-// compute at once each get min(1, C/k) of one. A fixed host speed of C/N charges every computation
-// as if all ranks always computed together (docs/results/testbed.md).
-//
-// With ATOLL_SIM_SHARED_CORES=C, every simulated host switches power state whenever a computation
-// starts or ends anywhere: with k computations running, every host runs at pstate k-1, whose speed
-// the platform sets to min(1, C/k) of the first (scripts/make-platform --shared-cores C).
-//
-// 2. Token buckets. Linux tbf shapes each host's link with a bucket of B bytes refilled at the rate:
-// after an idle moment up to B bytes leave at the unshaped (veth) speed, far above the rate; then
-// the link runs at the rate. SimGrid's links have no such state, so with ATOLL_SIM_TBF=B,V every
-// host gets two buckets (what it sends, what it receives: tbf sits on both ends of its veth), and
-// each message, when it starts, is sped up by the bandwidth factor that makes its duration
-// fast/V + (size - fast)/bandwidth, where fast = the tokens both buckets hold (at most its size);
-// its size is then taken from both (a bucket may go below zero: bytes still queued). Concurrent
-// messages draw on the same buckets in the order they start.
-#include <xbt/config.hpp>
-#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
-#include <simgrid/s4u.hpp>
+// With ATOLL_SIM_SHARED_CORES=C, every simulated host changes power state whenever a computation
+// starts or ends anywhere: while k computations run, every host runs at pstate k-1, whose speed the
+// platform sets to min(1, C/k) of the first (scripts/make-platform --shared-cores C). Waiting in
+// MPI costs no CPU (the measured ranks yield: mpi_yield_when_idle), and neither does the kernel's
+// TCP work, which this model leaves out.
+#include "atoll/comm/smpi_testbed_models.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <simgrid/s4u.hpp>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-#include "atoll/comm/smpi_testbed_models.h"
 
 namespace atl::comm {
 namespace {
@@ -50,15 +37,14 @@ struct SharedCpu {
   }
 };
 
-
 void install_shared_cpu(int rank, int ranks) {
   const char* env = std::getenv("ATOLL_SIM_SHARED_CORES");
   if (env == nullptr || *env == '\0') return;
   char* end = nullptr;
   const long cores = std::strtol(env, &end, 10);
   if (*end != '\0' || cores < 1)
-    throw std::invalid_argument(std::string("ATOLL_SIM_SHARED_CORES must be a positive integer (got '") +
-                                env + "')");
+    throw std::invalid_argument(
+        std::string("ATOLL_SIM_SHARED_CORES must be a positive integer (got '") + env + "')");
   auto* engine = simgrid::s4u::Engine::get_instance();
   auto hosts = engine->get_all_hosts();
   // Every host needs one power state per possible number of concurrent computations.
@@ -77,11 +63,11 @@ void install_shared_cpu(int rank, int ranks) {
       const double want = h->get_pstate_speed(0) * std::min(1.0, static_cast<double>(cores) / k);
       const double got = h->get_pstate_speed(static_cast<unsigned long>(k - 1));
       if (std::abs(got - want) > 0.01 * want) {
-        throw std::invalid_argument(
-            "ATOLL_SIM_SHARED_CORES=" + std::string(env) + ": host " + h->get_name() +
-            "'s speed " + std::to_string(k) + " is " + std::to_string(got) + " flop/s, not " +
-            std::to_string(want) + " (min(1, cores/k) of the first): make the platform with " +
-            "scripts/make-platform --shared-cores " + env);
+        throw std::invalid_argument("ATOLL_SIM_SHARED_CORES=" + std::string(env) + ": host " +
+                                    h->get_name() + "'s speed " + std::to_string(k) + " is " +
+                                    std::to_string(got) + " flop/s, not " + std::to_string(want) +
+                                    " (min(1, cores/k) of the first): make the platform with " +
+                                    "scripts/make-platform --shared-cores " + env);
       }
     }
   }
@@ -100,83 +86,8 @@ void install_shared_cpu(int rank, int ranks) {
   });
 }
 
-
-struct Bucket {
-  double tokens = 0;
-  double last = 0;
-};
-
-struct TokenBuckets {
-  double burst = 0;     // bytes
-  double unshaped = 0;  // bytes/s
-  std::unordered_map<const simgrid::s4u::Host*, Bucket> out, in;
-
-  double refill(Bucket& b, double now, double rate) const {
-    b.tokens = std::min(burst, b.tokens + rate * (now - b.last));
-    b.last = now;
-    return b.tokens;
-  }
-
-  double factor(double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
-                const std::vector<simgrid::s4u::Link*>& links) {
-    if (size <= 0 || src == dst || links.empty()) return 1.0;
-    double bandwidth = links.front()->get_bandwidth();
-    for (const auto* l : links) bandwidth = std::min(bandwidth, l->get_bandwidth());
-    const double now = simgrid::s4u::Engine::get_clock();
-    auto& o = out.try_emplace(src, Bucket{burst, now}).first->second;
-    auto& i = in.try_emplace(dst, Bucket{burst, now}).first->second;
-    const double fast =
-        std::clamp(std::min(refill(o, now, bandwidth), refill(i, now, bandwidth)), 0.0, size);
-    o.tokens -= size;
-    i.tokens -= size;
-    return (size / bandwidth) / (fast / unshaped + (size - fast) / bandwidth);
-  }
-};
-
-double parse_positive(const std::string& text, const char* what) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(v > 0) || !std::isfinite(v))
-    throw std::invalid_argument(std::string("ATOLL_SIM_TBF: ") + what +
-                                " must be a positive number (got '" + text + "')");
-  return v;
-}
-
-void install_token_buckets(int rank) {
-  const char* env = std::getenv("ATOLL_SIM_TBF");
-  if (env == nullptr || *env == '\0') return;
-  const std::string text(env);
-  const auto comma = text.find(',');
-  if (comma == std::string::npos)
-    throw std::invalid_argument("ATOLL_SIM_TBF must be BURST_BYTES,UNSHAPED_BIT_S (got '" + text +
-                                "')");
-  auto model = std::make_shared<TokenBuckets>();
-  model->burst = parse_positive(text.substr(0, comma), "BURST_BYTES");
-  model->unshaped = parse_positive(text.substr(comma + 1), "UNSHAPED_BIT_S") / 8;
-  if (!simgrid::config::is_default("network/bandwidth-factor") ||
-      !simgrid::config::is_default("smpi/bw-factor"))
-    throw std::invalid_argument(
-        "ATOLL_SIM_TBF sets the bandwidth factor itself: leave network/bandwidth-factor "
-        "(smpi/bw-factor) unset (scripts/simulate does when ATOLL_SIM_TBF is set)");
-  if (rank != 0) return;  // one model for the whole process, as for the shared CPU
-  simgrid::s4u::Engine::get_instance()->get_netzone_root()->get_network_model()->set_bw_factor_cb(
-      [model](double size, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
-              const std::vector<simgrid::s4u::Link*>& links,
-              const std::unordered_set<simgrid::s4u::NetZone*>&) {
-        return model->factor(size, src, dst, links);
-      });
-}
-
 }  // namespace
 
-void install_testbed_models(int rank, int ranks) {
-  install_shared_cpu(rank, ranks);
-  install_token_buckets(rank);
-}
+void install_testbed_models(int rank, int ranks) { install_shared_cpu(rank, ranks); }
 
 }  // namespace atl::comm
