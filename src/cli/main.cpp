@@ -311,6 +311,7 @@ int main(int argc, char** argv) {
     } catch (const std::invalid_argument& e) {
       throw atl::cli::UsageError(e.what());
     }
+    comm.barrier();  // rank 0 installs the models before any rank computes
 #endif
     if (sync_cmd->parsed()) {
       bench.schemes.clear();

@@ -4,11 +4,11 @@
 // once get min(1, C/k) of one each. A fixed host speed of C/N would charge every computation as if
 // all ranks always computed together (docs/results/testbed.md).
 //
-// With ATOLL_SIM_SHARED_CORES=C, every simulated host changes power state whenever a computation
-// starts or ends anywhere: while k computations run, every host runs at pstate k-1, whose speed the
-// platform sets to min(1, C/k) of the first (scripts/make-platform --shared-cores C). Waiting in
-// MPI costs no CPU (the measured ranks yield: mpi_yield_when_idle), and neither does the kernel's
-// TCP work, which this model leaves out.
+// On a platform whose cluster has the property atoll_shared_cores=C (scripts/make-platform
+// --shared-cores C), every simulated host changes power state whenever a computation starts or
+// ends anywhere: while k computations run, every host runs at pstate k-1, whose speed the platform
+// sets to min(1, C/k) of the first. Waiting in MPI costs no CPU (the measured ranks yield:
+// mpi_yield_when_idle), and neither does the kernel's TCP work, which this model leaves out.
 #include "atoll/comm/smpi_testbed_models.h"
 
 #include <algorithm>
@@ -38,24 +38,29 @@ struct SharedCpu {
 };
 
 void install_shared_cpu(int rank, int ranks) {
-  const char* env = std::getenv("ATOLL_SIM_SHARED_CORES");
-  if (env == nullptr || *env == '\0') return;
-  char* end = nullptr;
-  const long cores = std::strtol(env, &end, 10);
-  if (*end != '\0' || cores < 1)
-    throw std::invalid_argument(
-        std::string("ATOLL_SIM_SHARED_CORES must be a positive integer (got '") + env + "')");
   auto* engine = simgrid::s4u::Engine::get_instance();
   auto hosts = engine->get_all_hosts();
+  const char* value = nullptr;
+  for (const auto* h : hosts)
+    if (const char* v = h->get_englobing_zone()->get_property("atoll_shared_cores")) value = v;
+  if (value == nullptr) return;  // separate machines: each host keeps its own CPU
+  const std::string text(value);
+  const bool digits =
+      !text.empty() && text.size() <= 4 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const long cores = digits ? std::stol(text) : 0;
+  if (cores < 1)
+    throw std::invalid_argument(
+        "platform property atoll_shared_cores must be a positive integer (got '" + text + "')");
   // Every host needs one power state per possible number of concurrent computations.
   for (auto* h : hosts) {
     if (h->get_pstate_count() < static_cast<unsigned long>(ranks)) {
       throw std::invalid_argument(
-          "ATOLL_SIM_SHARED_CORES needs a platform whose hosts have one speed per number of "
+          "platform property atoll_shared_cores needs hosts with one speed per number of "
           "concurrent computations (at least " +
           std::to_string(ranks) + "; host " + h->get_name() + " has " +
           std::to_string(h->get_pstate_count()) +
-          "): make it with scripts/make-platform --shared-cores " + env);
+          "): make the platform with scripts/make-platform --shared-cores " + text);
     }
   }
   for (auto* h : hosts) {
@@ -63,11 +68,11 @@ void install_shared_cpu(int rank, int ranks) {
       const double want = h->get_pstate_speed(0) * std::min(1.0, static_cast<double>(cores) / k);
       const double got = h->get_pstate_speed(static_cast<unsigned long>(k - 1));
       if (std::abs(got - want) > 0.01 * want) {
-        throw std::invalid_argument("ATOLL_SIM_SHARED_CORES=" + std::string(env) + ": host " +
-                                    h->get_name() + "'s speed " + std::to_string(k) + " is " +
-                                    std::to_string(got) + " flop/s, not " + std::to_string(want) +
+        throw std::invalid_argument("atoll_shared_cores=" + text + ": host " + h->get_name() +
+                                    "'s speed " + std::to_string(k) + " is " + std::to_string(got) +
+                                    " flop/s, not " + std::to_string(want) +
                                     " (min(1, cores/k) of the first): make the platform with " +
-                                    "scripts/make-platform --shared-cores " + env);
+                                    "scripts/make-platform --shared-cores " + text);
       }
     }
   }

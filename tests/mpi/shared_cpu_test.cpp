@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   auto comm = atl::comm::Communicator::world();
   g_comm = &comm;
   atl::comm::install_testbed_models(comm.rank(), comm.size());
+  comm.barrier();
   if (comm.rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());

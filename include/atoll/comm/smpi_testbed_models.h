@@ -1,8 +1,9 @@
 // Simulation only (atoll-smpi): models of the namespace testbed that a platform of separate
 // machines lacks, for checking the simulator against it (src/comm/smpi_testbed_models.cpp,
-// docs/results/testbed.md). Off unless set: ATOLL_SIM_SHARED_CORES=C (all hosts share C cores;
-// needs a platform from scripts/make-platform --shared-cores C).
+// docs/results/testbed.md). The platform says what applies: the cluster property
+// atoll_shared_cores=C (scripts/make-platform --shared-cores C) makes all hosts share C cores.
 // Throws std::invalid_argument, on every rank alike, for a bad value or an unfit platform.
+// Call on every rank before any computation, then synchronize (the models are process-wide).
 #pragma once
 
 namespace atl::comm {
