@@ -306,7 +306,7 @@ int main(int argc, char** argv) {
   auto comm = atl::comm::Communicator::world();
   try {
 #ifdef ATOLL_SMPI
-    try {  // every rank checks the same setting and platform, so every rank refuses alike
+    try {  // every rank checks the same platform, so every rank refuses alike
       atl::comm::install_testbed_models(comm.rank(), comm.size());
     } catch (const std::invalid_argument& e) {
       throw atl::cli::UsageError(e.what());

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <simgrid/s4u.hpp>
 #include <stdexcept>
@@ -37,7 +36,9 @@ struct SharedCpu {
   }
 };
 
-void install_shared_cpu(int rank, int ranks) {
+}  // namespace
+
+void install_testbed_models(int rank, int ranks) {
   auto* engine = simgrid::s4u::Engine::get_instance();
   auto hosts = engine->get_all_hosts();
   const char* value = nullptr;
@@ -52,7 +53,8 @@ void install_shared_cpu(int rank, int ranks) {
   if (cores < 1)
     throw std::invalid_argument(
         "platform property atoll_shared_cores must be a positive integer (got '" + text + "')");
-  // Every host needs one power state per possible number of concurrent computations.
+  // Every host needs one power state per possible number k of concurrent computations, at
+  // min(1, cores/k) of the first.
   for (auto* h : hosts) {
     if (h->get_pstate_count() < static_cast<unsigned long>(ranks)) {
       throw std::invalid_argument(
@@ -62,8 +64,6 @@ void install_shared_cpu(int rank, int ranks) {
           std::to_string(h->get_pstate_count()) +
           "): make the platform with scripts/make-platform --shared-cores " + text);
     }
-  }
-  for (auto* h : hosts) {
     for (int k = 1; k <= ranks; ++k) {
       const double want = h->get_pstate_speed(0) * std::min(1.0, static_cast<double>(cores) / k);
       const double got = h->get_pstate_speed(static_cast<unsigned long>(k - 1));
@@ -90,9 +90,5 @@ void install_shared_cpu(int rank, int ranks) {
     if (e != nullptr && model->running.erase(e) > 0) model->apply();
   });
 }
-
-}  // namespace
-
-void install_testbed_models(int rank, int ranks) { install_shared_cpu(rank, ranks); }
 
 }  // namespace atl::comm
