@@ -1,0 +1,28 @@
+// An SMPI program that fails on purpose, for tests/sim/simulate_failures_test.sh: scripts/simulate
+// must exit non-zero, naming the failure, for each mode but `ok`. Raw MPI on purpose: the test is
+// about smpirun and the script, not the communicator layer.
+// usage (under smpirun, 2+ ranks): simulate_failures ok | deadlock | fail | throw | silent
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const char* mode = argc > 1 ? argv[1] : "ok";
+  if (std::strcmp(mode, "deadlock") == 0 && rank == 0) {
+    int value = 0;  // rank 1 never sends
+    MPI_Recv(&value, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  if (std::strcmp(mode, "fail") == 0 && rank == 1) {
+    std::fprintf(stderr, "rank 1: failing on purpose\n");
+    return 3;  // without MPI_Finalize, like a rank that gives up
+  }
+  if (std::strcmp(mode, "throw") == 0 && rank == 1) throw std::runtime_error("thrown on purpose");
+  if (std::strcmp(mode, "silent") != 0) std::printf("rank %d: result 42\n", rank);
+  MPI_Finalize();
+  return 0;
+}

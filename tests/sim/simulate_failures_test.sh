@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# scripts/simulate reports failures: non-zero exit and a message naming the failure when the
+# simulation deadlocks, a rank fails or throws, or the program prints nothing; 0 for a good run.
+# Platforms: hosts from <host id=...> elements too; scripts/make-platform validates its arguments.
+# usage: simulate_failures_test.sh SIMULATE_FAILURES_SMPI (tests/sim/simulate_failures.cpp)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+program=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL $1"; [ -f "$tmp/out" ] && cat "$tmp/out"; failures=$((failures + 1)); }
+
+# expect_simulate NAME WANT_STATUS(0|nonzero) PATTERN(or "") [SIMULATE_ARGS...] -- MODE
+expect_simulate() {
+  local name=$1 want=$2 pattern=$3 rc
+  shift 3
+  timeout 120 "$root/scripts/simulate" --binary "$program" "$@" > "$tmp/out" 2>&1
+  rc=$?
+  if [ $rc -eq 124 ]; then fail "$name: hung (killed after 120 s)"; return; fi
+  if [ "$want" = 0 ] && [ $rc -ne 0 ]; then fail "$name: exit status $rc, want 0"; return; fi
+  if [ "$want" != 0 ] && [ $rc -eq 0 ]; then fail "$name: exit status 0"; return; fi
+  if [ -n "$pattern" ] && ! grep -qE "$pattern" "$tmp/out"; then fail "$name: no /$pattern/ in the output"; return; fi
+  echo "ok   $name"
+}
+
+expect_simulate good 0 "rank 1: result 42" cluster-16x25g 2 -- ok
+expect_simulate deadlock nonzero "simulate: FAILED: the simulation deadlocked" cluster-16x25g 2 -- deadlock
+expect_simulate failing-rank nonzero "simulate: FAILED: rank\(s\) 1: the program failed \(smpirun exit status 3" \
+  cluster-16x25g 2 -- fail
+expect_simulate throwing-rank nonzero "simulate: FAILED: rank\(s\) 1: the program failed" cluster-16x25g 2 -- throw
+expect_simulate no-output nonzero "simulate: FAILED: the program printed nothing on stdout" cluster-16x25g 2 -- silent
+expect_simulate no-output-allowed 0 "" --allow-no-output cluster-16x25g 2 -- silent
+
+# A platform of explicit <host> elements (no cluster): its hosts are counted and named.
+cat > "$tmp/hosts.xml" <<'XML'
+<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <zone id="world" routing="Full">
+    <host id="alpha" speed="1Gf"/>
+    <host id="beta" speed="1Gf"/>
+    <host id="gamma" speed="1Gf"/>
+    <link id="l" bandwidth="1Gbps" latency="10us"/>
+    <route src="alpha" dst="beta"><link_ctn id="l"/></route>
+    <route src="alpha" dst="gamma"><link_ctn id="l"/></route>
+    <route src="beta" dst="gamma"><link_ctn id="l"/></route>
+  </zone>
+</platform>
+XML
+expect_simulate host-platform 0 "rank 2: result 42" "$tmp/hosts.xml" 3 -- ok
+expect_simulate host-platform-too-many nonzero "4 ranks do not fit platform .* \(3 hosts" "$tmp/hosts.xml" 4 -- ok
+printf '<?xml version="1.0"?>\n<platform version="4.1"><zone id="z" routing="Full"/></platform>\n' > "$tmp/empty.xml"
+expect_simulate no-hosts nonzero "has no hosts" "$tmp/empty.xml" 1 -- ok
+
+# make-platform: strict quantities, the unit kept on the backbone.
+expect_platform_error() {
+  local name=$1 pattern=$2
+  shift 2
+  if "$root/scripts/make-platform" "$@" > /dev/null 2> "$tmp/out"; then fail "make-platform $name: accepted"; return; fi
+  if ! grep -qE "$pattern" "$tmp/out"; then fail "make-platform $name: no /$pattern/"; return; fi
+  echo "ok   make-platform $name"
+}
+expect_platform_error latency-word "LATENCY must be a positive number with a unit.*got 'abc'" p 4 25Gbps abc
+expect_platform_error latency-negative "LATENCY must be a positive number with a unit.*got '-5us'" p 4 25Gbps -5us
+expect_platform_error latency-no-unit "LATENCY .*got '5'" p 4 25Gbps 5
+expect_platform_error bandwidth-two-points "BANDWIDTH must be a positive number with a unit.*got '1.2.3Gbps'" p 4 1.2.3Gbps
+expect_platform_error bandwidth-zero "BANDWIDTH must be positive \(got '0Gbps'\)" p 4 0Gbps
+expect_platform_error bandwidth-no-unit "BANDWIDTH .*got '25'" p 4 25
+expect_platform_error speed-zero "SPEED must be positive" p 4 25Gbps 2us 0Gf
+if "$root/scripts/make-platform" p 4 10bps 1.5us > "$tmp/p.xml" && grep -q 'bw="10bps"' "$tmp/p.xml" \
+  && grep -q 'bb_bw="40bps"' "$tmp/p.xml" && grep -q 'lat="1.5us"' "$tmp/p.xml"; then
+  echo "ok   make-platform 10bps keeps its unit on the backbone"
+else
+  fail "make-platform 10bps: $(grep -o 'bb_bw="[^"]*"' "$tmp/p.xml")"
+fi
+expect_simulate made-platform 0 "rank 1: result 42" "$tmp/p.xml" 2 -- ok
+exit $((failures > 0))
