@@ -19,24 +19,44 @@
 
 namespace atl::cli {
 
-wan::Topology load_wan_topology(const PlanCommandOptions& o, double fpga_memory_bytes) {
+void check_plan_flags(const PlanCommandOptions& o) {
+  const auto positive = [](const char* flag, const std::optional<double>& v) {
+    if (v && !(*v > 0 && std::isfinite(*v)))
+      throw UsageError(fmt::format("{} must be a positive number (got {})", flag, *v));
+  };
+  positive("--payload", o.payload_bytes);
+  positive("--fpga-memory", o.fpga_memory_bytes);
+  positive("--egress-gbps", o.egress_gbps);
+  positive("--ingress-gbps", o.ingress_gbps);
+  if (!(o.epsilon > 0 && o.epsilon < 1)) {
+    throw UsageError(fmt::format(
+        "--epsilon must be in (0, 1) (got {}): consensus error starts at 1", o.epsilon));
+  }
+  if (!(o.compute_s >= 0 && std::isfinite(o.compute_s))) {
+    throw UsageError(fmt::format(
+        "--compute-s must be a time >= 0 in seconds (got {}): it is added to every round",
+        o.compute_s));
+  }
+}
+
+wan::Topology load_wan_topology(const PlanCommandOptions& o,
+                                std::optional<double> fpga_memory_bytes) {
   wan::SiteDefaults defaults;
-  if (fpga_memory_bytes >= 0)
-    defaults.fpga_memory_bytes = static_cast<std::uint64_t>(fpga_memory_bytes);
-  if (o.egress_gbps > 0) defaults.egress_bytes_per_s = o.egress_gbps * 1e9 / 8;
-  if (o.ingress_gbps > 0) defaults.ingress_bytes_per_s = o.ingress_gbps * 1e9 / 8;
+  if (fpga_memory_bytes)
+    defaults.fpga_memory_bytes = static_cast<std::uint64_t>(*fpga_memory_bytes);
+  if (o.egress_gbps) defaults.egress_bytes_per_s = *o.egress_gbps * 1e9 / 8;
+  if (o.ingress_gbps) defaults.ingress_bytes_per_s = *o.ingress_gbps * 1e9 / 8;
   const std::string file =
       o.topology_file.empty() ? std::string(ATOLL_DATA_DIR) + "/cities-9.csv" : o.topology_file;
   auto t = wan::load_topology_csv(file, defaults);
   if (!o.latency_matrix_file.empty()) wan::load_latency_matrix_csv(t, o.latency_matrix_file);
   // A memory flag overrides per-site values from the file too.
-  if (fpga_memory_bytes >= 0 || o.egress_gbps > 0 || o.ingress_gbps > 0) {
+  if (fpga_memory_bytes || o.egress_gbps || o.ingress_gbps) {
     auto sites = t.sites();
     for (auto& s : sites) {
-      if (fpga_memory_bytes >= 0)
-        s.fpga_memory_bytes = static_cast<std::uint64_t>(fpga_memory_bytes);
-      if (o.egress_gbps > 0) s.egress_bytes_per_s = o.egress_gbps * 1e9 / 8;
-      if (o.ingress_gbps > 0) s.ingress_bytes_per_s = o.ingress_gbps * 1e9 / 8;
+      if (fpga_memory_bytes) s.fpga_memory_bytes = static_cast<std::uint64_t>(*fpga_memory_bytes);
+      if (o.egress_gbps) s.egress_bytes_per_s = *o.egress_gbps * 1e9 / 8;
+      if (o.ingress_gbps) s.ingress_bytes_per_s = *o.ingress_gbps * 1e9 / 8;
     }
     std::vector<double> lat(t.size() * t.size());
     for (std::size_t i = 0; i < t.size(); ++i)
@@ -126,37 +146,39 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
   std::vector<std::string> lines;
   if (comm.rank() == 0) {
     try {
-      if (!(o.payload_bytes > 0))
-        throw UsageError(fmt::format("--payload must be positive (got {})", o.payload_bytes));
-      if (!(o.epsilon > 0 && o.epsilon < 1)) {
-        throw UsageError(fmt::format(
-            "--epsilon must be in (0, 1) (got {}): consensus error starts at 1", o.epsilon));
-      }
+      check_plan_flags(o);
+      const double payload = o.payload_bytes.value_or(kDefaultPayloadBytes);
       if (!o.sweep.empty() && o.sweep != "fpga-memory") {
         throw UsageError(fmt::format("--sweep takes 'fpga-memory' (got '{}')", o.sweep));
       }
       if (!o.sweep.empty() && !o.schedule_out.empty())
         throw UsageError("--schedule-out writes one schedule: not with --sweep");
       wan::PlanOptions po;
-      po.round.payload_bytes = o.payload_bytes;
+      po.round.payload_bytes = payload;
       po.round.compute_s = o.compute_s;
       po.epsilon = o.epsilon;
       if (o.sweep.empty()) {
         const auto t = load_wan_topology(o, o.fpga_memory_bytes);
-        po.round.chunk_bytes = aggregation_unit(o, t, o.payload_bytes);
+        po.round.chunk_bytes = aggregation_unit(o, t, payload);
         const auto best = best_plan(t, po);
         const auto bound = wan::consensus_time_lower_bound(t, po.round, o.epsilon);
         auto all = wan::baselines(t, po);
         all.insert(all.begin(), best);
         if (!o.schedule_out.empty()) {
-          wan::write_schedule_file(o.schedule_out, to_schedule_file(t, best, o.payload_bytes));
+          wan::write_schedule_file(o.schedule_out, to_schedule_file(t, best, payload));
         }
+        const auto hierarchical_skipped = wan::hierarchical_not_applicable(t);
         if (o.json) {
           for (const auto& e : all) lines.push_back(to_json(t, e, bound).dump());
+          if (hierarchical_skipped) {
+            lines.push_back(
+                nlohmann::json{{"name", "hierarchical"}, {"not_applicable", *hierarchical_skipped}}
+                    .dump());
+          }
         } else {
           lines.push_back(
               fmt::format("planned schedule ({} sites, payload {:.3g} B, epsilon {:g}):", t.size(),
-                          o.payload_bytes, o.epsilon));
+                          payload, o.epsilon));
           for (std::size_t r = 0; r < best.schedule.size(); ++r) {
             lines.push_back(fmt::format("  round {}: {:.4f} s  {}", r + 1, best.round_times_s[r],
                                         describe(t, best.schedule[r])));
@@ -169,6 +191,10 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
             lines.push_back(fmt::format(
                 "{:<28} {:>10} {:>8} {:>8.3g} {:>12.4f}", e.name, e.max_clique_size,
                 e.rounds ? std::to_string(*e.rounds) : "never", e.rho, e.time_to_consensus_s));
+          }
+          if (hierarchical_skipped) {
+            lines.push_back(
+                fmt::format("{:<28} not applicable: {}", "hierarchical", *hierarchical_skipped));
           }
           if (bound) {
             lines.push_back(fmt::format(
@@ -186,7 +212,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
         }
         for (double mem = 1e6; mem <= 64e9 * 1.01; mem *= 2) {
           const auto t = load_wan_topology(o, mem);
-          po.round.chunk_bytes = aggregation_unit(o, t, o.payload_bytes);
+          po.round.chunk_bytes = aggregation_unit(o, t, payload);
           const auto best = best_plan(t, po);
           const auto base = wan::baselines(t, po);
           const auto bound = wan::consensus_time_lower_bound(t, po.round, o.epsilon);

@@ -40,13 +40,11 @@ struct Compared {
 };
 
 Compared compare(const wan::Topology& t, const Candidate& c, const wan::SimulationOptions& base,
-                 std::size_t rounds_flag) {
+                 std::optional<std::size_t> rounds_flag) {
   Compared out;
   out.name = c.name;
   out.reaches_consensus = c.rounds_to_consensus.has_value();
-  out.rounds = rounds_flag > 0         ? rounds_flag
-               : c.rounds_to_consensus ? *c.rounds_to_consensus
-                                       : c.period.size();
+  out.rounds = rounds_flag ? *rounds_flag : c.rounds_to_consensus.value_or(c.period.size());
   for (std::size_t r = 0; r < out.rounds; ++r) {
     out.model_s.push_back(wan::round_time(t, c.period[r % c.period.size()], base.round));
     if (!std::isfinite(out.model_s.back())) {
@@ -112,22 +110,23 @@ int wan_sim(comm::Communicator& comm, const WanSimOptions& o) {
     try {
       if (o.schedule_file.empty() == !o.from_plan)
         throw UsageError("give either --schedule FILE or --from-plan");
-      if (!(o.tolerance > 0)) throw UsageError("--tolerance must be positive");
-      if (o.plan.payload_bytes == 0 || o.plan.payload_bytes < -1 ||
-          (o.plan.payload_bytes > 0 && !std::isfinite(o.plan.payload_bytes))) {
-        throw UsageError(fmt::format("--payload must be positive (got {})", o.plan.payload_bytes));
-      }
-      if (!(o.plan.epsilon > 0 && o.plan.epsilon < 1)) {
+      if (!(o.tolerance > 0 && std::isfinite(o.tolerance))) {
         throw UsageError(fmt::format(
-            "--epsilon must be in (0, 1) (got {}): consensus error starts at 1", o.plan.epsilon));
+            "--tolerance must be a positive number (got {}): the largest allowed |simulated / "
+            "model - 1| per round",
+            o.tolerance));
       }
+      if (o.rounds && *o.rounds == 0)
+        throw UsageError("--rounds must be at least 1 (got 0); leave it out for the default");
+      check_plan_flags(o.plan);
       const auto t = load_wan_topology(o.plan, o.plan.fpga_memory_bytes);
       std::vector<Candidate> candidates;
-      double payload = o.plan.payload_bytes > 0 ? o.plan.payload_bytes : 100e6;
+      double payload = o.plan.payload_bytes.value_or(kDefaultPayloadBytes);
       std::optional<wan::ScheduleFile> file;
+      std::vector<std::pair<std::string, std::string>> not_applicable;  // baseline, why
       if (!o.schedule_file.empty()) {
         file = wan::read_schedule_file(o.schedule_file);
-        if (!(o.plan.payload_bytes > 0)) payload = file->payload_bytes;
+        if (!o.plan.payload_bytes) payload = file->payload_bytes;
       }
       const std::uint64_t chunk = aggregation_unit(o.plan, t, payload);
       if (file) {
@@ -140,6 +139,8 @@ int wan_sim(comm::Communicator& comm, const WanSimOptions& o) {
         po.epsilon = o.plan.epsilon;
         auto all = wan::baselines(t, po);
         all.insert(all.begin(), best_plan(t, po));
+        if (const auto why = wan::hierarchical_not_applicable(t))
+          not_applicable.emplace_back("hierarchical", *why);
         for (const auto& e : all) candidates.push_back({e.name, e.resolved, e.rounds});
       }
       wan::SimulationOptions so;
@@ -184,6 +185,7 @@ int wan_sim(comm::Communicator& comm, const WanSimOptions& o) {
                                 {"within_tolerance", disagree.empty()},
                                 {"buffers_bounded", overflow.empty() || o.no_throttle},
                                 {"infeasible_not_simulated", infeasible}};
+      for (const auto& [name, why] : not_applicable) summary["not_applicable"][name] = why;
       if (o.from_plan) {
         const auto& planned = results.front();
         double unicast = 0, best_baseline = std::numeric_limits<double>::infinity();
@@ -233,6 +235,8 @@ int wan_sim(comm::Communicator& comm, const WanSimOptions& o) {
         for (const auto& name : infeasible)
           lines.push_back(
               fmt::format("{:<26} infeasible at this FPGA memory: not simulated", name));
+        for (const auto& [name, why] : not_applicable)
+          lines.push_back(fmt::format("{:<26} not applicable, not simulated: {}", name, why));
         if (o.from_plan) {
           const double speedup = summary["simulated_speedup_vs_all_to_all_unicast"];
           std::string limit;

@@ -60,6 +60,23 @@ double pair_rho(const Partition& a, const Partition& b, std::size_t n) {
   return std::sqrt(std::max(0.0, lambda));
 }
 
+// The sites of each continent, continents and sites in file order.
+Partition continents_of(const Topology& t) {
+  std::vector<std::string> continents;
+  Partition by_continent;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const auto& c = t.site(i).continent;
+    auto it = std::find(continents.begin(), continents.end(), c);
+    if (it == continents.end()) {
+      continents.push_back(c);
+      by_continent.push_back({i});
+    } else {
+      by_continent[static_cast<std::size_t>(it - continents.begin())].push_back(i);
+    }
+  }
+  return by_continent;
+}
+
 std::size_t max_clique(const Schedule& s) {
   std::size_t m = 0;
   for (const auto& r : s)
@@ -278,6 +295,15 @@ EvaluatedSchedule plan_heuristic(const Topology& t, const PlanOptions& o) {
   return evaluate(t, "planned_heuristic", best_schedule, Transport::best, o);
 }
 
+std::optional<std::string> hierarchical_not_applicable(const Topology& t) {
+  const Partition by_continent = continents_of(t);
+  if (by_continent.size() == 1)
+    return "all sites are on one continent (it would be all-to-all unicast, twice)";
+  if (by_continent.size() == t.size())
+    return "every continent has one site (it would be all-to-all unicast)";
+  return std::nullopt;
+}
+
 std::vector<EvaluatedSchedule> baselines(const Topology& t, const PlanOptions& o) {
   const std::size_t n = t.size();
   Clique all(n);
@@ -304,25 +330,19 @@ std::vector<EvaluatedSchedule> baselines(const Topology& t, const PlanOptions& o
   // average (weighted by continent size, exact), the leaders send the result back. Exact after
   // its three rounds; round 3 moves what round 1 moved, in the other direction. (A broadcast is
   // not an averaging round, so this one is evaluated directly rather than by mixing matrices.)
-  {
-    std::vector<std::string> continents;
-    Partition by_continent;
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto& c = t.site(i).continent;
-      auto it = std::find(continents.begin(), continents.end(), c);
-      if (it == continents.end()) {
-        continents.push_back(c);
-        by_continent.push_back({i});
-      } else {
-        by_continent[static_cast<std::size_t>(it - continents.begin())].push_back(i);
-      }
-    }
+  // A site alone on its continent is its own leader and idles in rounds 1 and 3.
+  if (!hierarchical_not_applicable(t)) {
+    const Partition by_continent = continents_of(t);
     Clique leaders;
-    for (const auto& c : by_continent) leaders.push_back(c.front());
+    Partition groups;  // the continents of two or more sites
+    for (const auto& c : by_continent) {
+      leaders.push_back(c.front());
+      if (c.size() >= 2) groups.push_back(c);
+    }
     EvaluatedSchedule e;
     e.name = "hierarchical";
     e.transport = Transport::unicast;
-    e.schedule = {by_continent, {leaders}, by_continent};
+    e.schedule = {groups, {leaders}, groups};
     for (const auto& r : e.schedule) {
       e.resolved.push_back(resolve(t, r, Transport::unicast, o.round));
       e.round_times_s.push_back(round_time(t, e.resolved.back(), o.round));

@@ -44,7 +44,7 @@ ScheduleFile parse_schedule(const std::string& text, const std::string& source) 
   std::string line;
   int number = 0;
   bool have_header = false, have_sites = false, have_payload = false;
-  std::vector<int> seen_in_round;
+  std::vector<std::size_t> group_of_site;  // in the current round: 1 + its group's index, 0 if none
   auto fail = [&](const std::string& what) {
     return ScheduleFileError(fmt::format("{}:{}: {}", source, number, what));
   };
@@ -98,7 +98,7 @@ ScheduleFile parse_schedule(const std::string& text, const std::string& source) 
       if (!have_sites) throw fail("'sites' must come before the first 'round'");
       if (w.size() != 1) throw fail("'round' takes no arguments");
       s.rounds.emplace_back();
-      seen_in_round.assign(s.site_codes.size(), 0);
+      group_of_site.assign(s.site_codes.size(), 0);
     } else if (key == "clique" || key == "ring") {
       if (s.rounds.empty()) throw fail(fmt::format("'{}' before the first 'round'", key));
       Exchange e;
@@ -112,7 +112,10 @@ ScheduleFile parse_schedule(const std::string& text, const std::string& source) 
         else if (w[1] == "unicast")
           e.kind = ExchangeKind::unicast;
         else
-          throw fail(fmt::format("unknown clique kind '{}' (multicast_fpga or unicast)", w[1]));
+          throw fail(fmt::format(
+              "unknown clique kind '{}' (a group is 'clique multicast_fpga SITES...', 'clique "
+              "unicast SITES...' or 'ring SITES...')",
+              w[1]));
         first = 2;
       }
       if (w.size() - first < 2) throw fail(fmt::format("a {} needs at least two sites", key));
@@ -122,9 +125,15 @@ ScheduleFile parse_schedule(const std::string& text, const std::string& source) 
           if (s.site_codes[j] == w[i]) index = j;
         if (index == s.site_codes.size())
           throw fail(fmt::format("unknown site '{}' (not in 'sites')", w[i]));
-        if (seen_in_round[index]++) {
+        const std::size_t group = s.rounds.back().size() + 1;
+        if (group_of_site[index] == group) {
+          throw fail(fmt::format("site '{}' is listed twice in one group of round {}", w[i],
+                                 s.rounds.size()));
+        }
+        if (group_of_site[index] != 0) {
           throw fail(fmt::format("site '{}' is in two groups of round {}", w[i], s.rounds.size()));
         }
+        group_of_site[index] = group;
         e.sites.push_back(index);
       }
       s.rounds.back().push_back(std::move(e));

@@ -307,4 +307,49 @@ TEST(Planner, BadInput) {
   EXPECT_THROW(plan_exhaustive(t, o), std::invalid_argument);
 }
 
+const EvaluatedSchedule* find_schedule(const std::vector<EvaluatedSchedule>& all,
+                                       const std::string& name) {
+  for (const auto& e : all)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+TEST(Planner, HierarchicalBaselineLeavesALoneSiteIdle) {
+  // Two sites in Europe, one in Asia: Asia's site is its own leader; rounds 1 and 3 hold only
+  // Europe's group (no group of one, which the simulator refuses).
+  const Topology t(
+      {site("A", "Europe", 50, 0), site("B", "Europe", 51, 1), site("C", "Asia", 35, 139)});
+  EXPECT_FALSE(hierarchical_not_applicable(t).has_value());
+  PlanOptions o;
+  o.round.payload_bytes = 1e6;
+  const auto all = baselines(t, o);
+  const auto* h = find_schedule(all, "hierarchical");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->schedule, (Schedule{{{0, 1}}, {{0, 2}}, {{0, 1}}}));
+  for (const auto& round : h->resolved)
+    for (const auto& e : round) EXPECT_GE(e.sites.size(), 2u);
+  EXPECT_EQ(h->rounds, 3u);
+  EXPECT_NEAR(h->time_to_consensus_s,
+              h->round_times_s[0] + h->round_times_s[1] + h->round_times_s[2], 1e-12);
+}
+
+TEST(Planner, HierarchicalBaselineDoesNotApplyToOneContinentOrOneSiteEach) {
+  PlanOptions o;
+  o.round.payload_bytes = 1e6;
+  const Topology one(
+      {site("A", "Europe", 50, 0), site("B", "Europe", 51, 1), site("C", "Europe", 48, 2)});
+  const auto why_one = hierarchical_not_applicable(one);
+  ASSERT_TRUE(why_one.has_value());
+  EXPECT_NE(why_one->find("one continent"), std::string::npos) << *why_one;
+  EXPECT_EQ(find_schedule(baselines(one, o), "hierarchical"), nullptr);
+  const Topology each(
+      {site("A", "Europe", 50, 0), site("B", "Asia", 35, 139), site("C", "America", 40, -74)});
+  const auto why_each = hierarchical_not_applicable(each);
+  ASSERT_TRUE(why_each.has_value());
+  EXPECT_NE(why_each->find("every continent has one site"), std::string::npos) << *why_each;
+  const auto all = baselines(each, o);
+  EXPECT_EQ(find_schedule(all, "hierarchical"), nullptr);
+  EXPECT_EQ(all.size(), 3u);  // the all-to-all and ring baselines remain
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,11 +46,13 @@ int analyze(comm::Communicator& comm, const AnalyzeOptions& options);
 struct PlanCommandOptions {
   std::string topology_file;        // empty: the nine-city default shipped in data/
   std::string latency_matrix_file;  // optional measured one-way latencies (ms)
-  double payload_bytes = 100e6;
-  double fpga_memory_bytes = -1;  // < 0: the topology's (or default 1 GiB)
-  double egress_gbps = -1, ingress_gbps = -1;
-  double epsilon = 1e-3;
-  double compute_s = 0;
+  // Flags absent when not given (then: the schedule file's payload for wan-sim --schedule, else
+  // 1e8; the topology's memory and bandwidths, else its defaults). Given, each must be positive.
+  std::optional<double> payload_bytes;
+  std::optional<double> fpga_memory_bytes;
+  std::optional<double> egress_gbps, ingress_gbps;
+  double epsilon = 1e-3;          // in (0, 1)
+  double compute_s = 0;           // >= 0
   std::uint64_t chunk_bytes = 0;  // FPGA aggregation unit; 0: wan::default_chunk_bytes(topology)
   std::string sweep;              // "" or "fpga-memory"
   bool json = false;
@@ -60,11 +63,11 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& options);
 // wan-sim: `atoll wan-sim` simulates a schedule file, or every schedule the planner reports,
 // in SimGrid and checks the round model against it (src/cli/wan_sim.cpp, docs/wan.md).
 struct WanSimOptions {
-  PlanCommandOptions plan;          // topology, bandwidth, memory, payload (< 0: file's), epsilon
-  std::string schedule_file;        // simulate this schedule ...
-  bool from_plan = false;           // ... or plan, then simulate every schedule the planner reports
-  std::size_t rounds = 0;           // 0: the schedule's rounds to consensus (else one period)
-  double tolerance = 0.10;          // largest allowed |simulated / model - 1| per round
+  PlanCommandOptions plan;    // topology, bandwidth, memory, payload, epsilon
+  std::string schedule_file;  // simulate this schedule ...
+  bool from_plan = false;     // ... or plan, then simulate every schedule the planner reports
+  std::optional<std::size_t> rounds;  // absent: the schedule's rounds to consensus, else one period
+  double tolerance = 0.10;            // largest allowed |simulated / model - 1| per round, > 0
   bool no_throttle = false;         // multicast senders at line rate (to show the buffers overflow)
   bool flow_level_unicast = false;  // one SimGrid flow per unicast pair (optimistic; simulator.h)
 };

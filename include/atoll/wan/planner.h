@@ -69,7 +69,13 @@ std::optional<double> consensus_time_lower_bound(const Topology& topology,
                                                  const RoundOptions& options, double epsilon);
 
 // The comparison points: all-to-all unicast, all-to-all multicast + FPGA, ring allreduce across
-// sites, hierarchical (continents, then one leader per continent, then continents again).
+// sites, hierarchical (continents, then one leader per continent, then continents again; a site
+// alone on its continent idles in rounds 1 and 3). Hierarchical is left out where it does not
+// apply (hierarchical_not_applicable).
 std::vector<EvaluatedSchedule> baselines(const Topology& topology, const PlanOptions& options);
+
+// Why the hierarchical baseline does not apply to this topology (all sites on one continent, or
+// one site per continent: either way it degenerates into all-to-all unicast), or nullopt.
+std::optional<std::string> hierarchical_not_applicable(const Topology& topology);
 
 }  // namespace atl::wan
