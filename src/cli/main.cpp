@@ -117,19 +117,28 @@ int main(int argc, char** argv) {
   analyze_cmd->add_flag("--json", an.json, "print one JSON object");
 
   atl::cli::PlanCommandOptions plan_options;
+  // A flag whose absence means "not given" (std::optional), so that every given value is checked.
+  auto optional_option = [](CLI::App* cmd, const std::string& name, auto& target,
+                            const std::string& help) {
+    using Value = typename std::decay_t<decltype(target)>::value_type;
+    return cmd->add_option_function<Value>(
+        name, [&target](const Value& v) { target = v; }, help);
+  };
   auto* plan_cmd = app.add_subcommand(
       "plan", "rotating-clique synchronization schedule across WAN sites (multicast + FPGA)");
   plan_cmd->add_option("--topology", plan_options.topology_file,
                        "sites CSV (default: the nine cities in data/cities-9.csv)");
   plan_cmd->add_option("--latency-matrix", plan_options.latency_matrix_file,
                        "measured one-way latencies, CSV in ms");
-  plan_cmd->add_option("--payload", plan_options.payload_bytes, "bytes each site sends per round");
-  plan_cmd->add_option("--fpga-memory", plan_options.fpga_memory_bytes,
-                       "FPGA memory per site, bytes");
-  plan_cmd->add_option("--egress-gbps", plan_options.egress_gbps, "WAN egress per site");
-  plan_cmd->add_option("--ingress-gbps", plan_options.ingress_gbps, "WAN ingress per site");
+  optional_option(plan_cmd, "--payload", plan_options.payload_bytes,
+                  "bytes each site sends per round (default 1e8)");
+  optional_option(plan_cmd, "--fpga-memory", plan_options.fpga_memory_bytes,
+                  "FPGA memory per site, bytes (default: the topology's)");
+  optional_option(plan_cmd, "--egress-gbps", plan_options.egress_gbps, "WAN egress per site");
+  optional_option(plan_cmd, "--ingress-gbps", plan_options.ingress_gbps, "WAN ingress per site");
   plan_cmd->add_option("--epsilon", plan_options.epsilon, "consensus target, in (0, 1)");
-  plan_cmd->add_option("--compute-s", plan_options.compute_s, "local compute between rounds");
+  plan_cmd->add_option("--compute-s", plan_options.compute_s,
+                       "local compute between rounds, seconds (>= 0)");
   // --chunk-bytes: 0 would mean "the default", so an explicit 0 is refused here.
   const CLI::Validator positive_bytes(
       [](std::string& v) -> std::string {
@@ -150,7 +159,6 @@ int main(int argc, char** argv) {
 
   // wan-sim: the SimGrid simulation of WAN schedules.
   atl::cli::WanSimOptions wan_sim_options;
-  wan_sim_options.plan.payload_bytes = -1;  // the schedule file's unless given
   auto* wan_sim_cmd = app.add_subcommand(
       "wan-sim", "simulate WAN schedules in SimGrid; check the round model within a tolerance");
   {
@@ -164,21 +172,22 @@ int main(int argc, char** argv) {
                             "sites CSV (default: data/cities-9.csv)");
     wan_sim_cmd->add_option("--latency-matrix", w.plan.latency_matrix_file,
                             "measured one-way latencies, CSV in ms");
-    wan_sim_cmd->add_option("--rounds", w.rounds,
-                            "rounds to simulate (default: rounds to consensus, else one period)");
-    wan_sim_cmd->add_option("--payload", w.plan.payload_bytes,
-                            "bytes each site sends per round (default: the schedule's, or 1e8)");
-    wan_sim_cmd->add_option("--fpga-memory", w.plan.fpga_memory_bytes,
-                            "FPGA memory per site, bytes");
-    wan_sim_cmd->add_option("--egress-gbps", w.plan.egress_gbps, "WAN egress per site");
-    wan_sim_cmd->add_option("--ingress-gbps", w.plan.ingress_gbps, "WAN ingress per site");
+    optional_option(wan_sim_cmd, "--rounds", w.rounds,
+                    "rounds to simulate (default: rounds to consensus, else one period)");
+    optional_option(wan_sim_cmd, "--payload", w.plan.payload_bytes,
+                    "bytes each site sends per round (default: the schedule's, or 1e8)");
+    optional_option(wan_sim_cmd, "--fpga-memory", w.plan.fpga_memory_bytes,
+                    "FPGA memory per site, bytes (default: the topology's)");
+    optional_option(wan_sim_cmd, "--egress-gbps", w.plan.egress_gbps, "WAN egress per site");
+    optional_option(wan_sim_cmd, "--ingress-gbps", w.plan.ingress_gbps, "WAN ingress per site");
     wan_sim_cmd
         ->add_option(
             "--chunk-bytes", w.plan.chunk_bytes,
             "FPGA aggregation unit, bytes (default: <= memory/8, <= 1 MiB, >= payload/4096)")
         ->check(positive_bytes);
     wan_sim_cmd->add_option("--epsilon", w.plan.epsilon, "consensus target (with --from-plan)");
-    wan_sim_cmd->add_option("--compute-s", w.plan.compute_s, "local compute between rounds");
+    wan_sim_cmd->add_option("--compute-s", w.plan.compute_s,
+                            "local compute between rounds, seconds (>= 0)");
     wan_sim_cmd->add_option("--tolerance", w.tolerance,
                             "largest allowed |simulated/model - 1| per round (default 0.1)");
     wan_sim_cmd->add_flag("--no-throttle", w.no_throttle,

@@ -98,6 +98,50 @@ else
   echo "FAIL wan-sim-check-fails"; echo "$out"; failures=$((failures + 1))
 fi
 
+# issue 13: plan / wan-sim / schedule files
+# A given flag is checked, never confused with "not given" (patterns: no leading '-' for grep).
+expect_error plan-compute-negative "compute-s must be a time >= 0 in seconds \(got -1\)" plan \
+  --compute-s -1
+expect_error plan-egress-zero "egress-gbps must be a positive number \(got 0\)" plan --egress-gbps 0
+expect_error plan-ingress-negative "ingress-gbps must be a positive number \(got -5\)" plan \
+  --ingress-gbps -5
+expect_error plan-memory-negative "fpga-memory must be a positive number \(got -1\)" plan \
+  --fpga-memory -1
+expect_error plan-payload-inf "payload must be a positive number \(got inf\)" plan --payload inf
+expect_error wan-sim-rounds-zero "rounds must be at least 1 \(got 0\)" wan-sim --from-plan --rounds 0
+expect_error wan-sim-payload-minus-one "payload must be a positive number \(got -1\)" wan-sim \
+  --from-plan --payload -1
+expect_error wan-sim-memory-zero "fpga-memory must be a positive number \(got 0\)" wan-sim \
+  --from-plan --fpga-memory 0
+expect_error wan-sim-compute-negative "compute-s must be a time >= 0" wan-sim --from-plan --compute-s -1
+expect_error wan-sim-tolerance-inf "tolerance must be a positive number \(got inf\)" wan-sim \
+  --from-plan --tolerance inf
+# Schedule files: a site twice in one group, an unknown kind (the message lists all three).
+printf "${head}clique unicast TYO LON LON\n" > "$tmp/twice-in-group.txt"
+expect_error wan-sim-site-twice-in-group "site 'LON' is listed twice in one group of round 1" \
+  wan-sim --schedule "$tmp/twice-in-group.txt"
+printf "${head}clique broadcast TYO LON\n" > "$tmp/kind.txt"
+expect_error wan-sim-unknown-kind "unknown clique kind 'broadcast'.*multicast_fpga.*unicast.*'ring" \
+  wan-sim --schedule "$tmp/kind.txt"
+# The hierarchical baseline where continents have one site, or all sites share one: --from-plan
+# simulates what applies, and plan and wan-sim say alike when hierarchical does not apply.
+printf 'A,Alpha,Europe,50,0\nB,Beta,Europe,51,1\nC,Gamma,Asia,35,139\n' > "$tmp/lone-site.csv"
+printf 'A,Alpha,Europe,50,0\nB,Beta,Europe,51,1\nC,Gamma,Europe,48,2\n' > "$tmp/one-continent.csv"
+if out=$(timeout 120 "$atoll" wan-sim --from-plan --topology "$tmp/lone-site.csv" 2>&1) \
+  && grep -qE "^hierarchical +total" <<<"$out"; then
+  echo "ok   wan-sim-lone-site-continent"
+else
+  echo "FAIL wan-sim-lone-site-continent"; echo "$out"; failures=$((failures + 1))
+fi
+if out=$(timeout 120 "$atoll" wan-sim --from-plan --topology "$tmp/one-continent.csv" 2>&1) \
+  && grep -qE "^hierarchical +not applicable, not simulated: all sites are on one continent" <<<"$out" \
+  && out=$(timeout 60 "$atoll" plan --topology "$tmp/one-continent.csv" 2>&1) \
+  && grep -qE "^hierarchical +not applicable: all sites are on one continent" <<<"$out"; then
+  echo "ok   wan-sim-plan-one-continent"
+else
+  echo "FAIL wan-sim-plan-one-continent"; echo "$out"; failures=$((failures + 1))
+fi
+
 # And the good traces run and verify.
 if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/good" --verify \
     --repeat 1 >"$tmp/good.out" 2>&1; then
