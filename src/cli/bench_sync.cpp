@@ -11,6 +11,7 @@
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/trace.h"
 #include "atoll/sync/scheme.h"
+#include "atoll/util/memory.h"
 
 namespace atl::cli {
 namespace {
@@ -21,12 +22,22 @@ using sparse::SparseGradient;
 
 std::vector<std::string> resolve_schemes(const std::vector<std::string>& requested) {
   std::vector<std::string> out;
+  auto add = [&](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) != out.end()) {
+      throw UsageError(
+          fmt::format("--schemes names '{}' twice{}", name,
+                      std::find(requested.begin(), requested.end(), "all") != requested.end()
+                          ? " ('all' includes it)"
+                          : ""));
+    }
+    out.push_back(name);
+  };
   for (const auto& s : requested) {
     if (s == "all") {
-      for (const auto& n : sync::scheme_names()) out.push_back(n);
+      for (const auto& n : sync::scheme_names()) add(n);
     } else {
       sync::make_scheme(s);  // throws invalid_argument naming the valid schemes
-      out.push_back(s);
+      add(s);
     }
   }
   if (out.empty()) throw UsageError("--schemes is empty");
@@ -132,6 +143,9 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   // The dense reference and its per-element magnitude bound, computed once, outside timing.
   std::vector<float> reference, magnitude;
   if (o.verify) {
+    // Reference, magnitudes and each result made dense: three arrays of M floats per rank.
+    comm.agree(util::memory_problem(12 * grad.elements, comm.ranks_on_node(),
+                                    fmt::format("--verify at M = {}", grad.elements)));
     reference = grad.to_dense();
     magnitude.assign(grad.elements, 0.0f);
     for (std::size_t k = 0; k < grad.nnz(); ++k)
@@ -145,6 +159,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   for (const auto& name : names) {
     auto scheme = sync::make_scheme(name);
     sync::SyncResult<Index> last;
+    scheme->prepare(comm);  // one-time setup (auto's network probe) is not part of a timed call
     for (int w = 0; w < o.warmup; ++w) scheme->synchronize(comm, grad, last);
     std::vector<double> times;
     for (int rep = 0; rep < o.repeat; ++rep) {
@@ -207,9 +222,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         {"verified", verified},
     };
     nlohmann::json phases = nlohmann::json::object();
-    for (const auto& p : st.phases) {
-      phases[p.name] = comm.allreduce_value<double>(p.time_s, ReduceOp::max);
-    }
+    for (const auto& [phase, seconds] : sync::max_phase_times(comm, st)) phases[phase] = seconds;
     row["phase_time_s"] = phases;
     if (!st.chosen.empty()) {
       row["chosen"] = st.chosen;

@@ -35,11 +35,37 @@ void add_generator_flags(CLI::App* cmd, atl::sparse::GeneratorOptions& g, std::s
       ->check(CLI::IsMember({"normal", "integer"}));
 }
 
-// Config files for `atoll train --config`: JSON (an object of option names, '_' or '-') or
-// CLI11's TOML/INI; detected by the first character. Flags on the command line override them.
+// Config files for `atoll train --config`: JSON (an object of option names) or CLI11's TOML/INI
+// (keys at the top level or under [train]); detected by the first character. Keys are the option
+// names with '_' or '-' alike; an unknown key is an error naming it, never silently ignored.
+// Flags on the command line override the file.
 class JsonOrTomlConfig : public CLI::ConfigTOML {
  public:
+  explicit JsonOrTomlConfig(const CLI::App* train) : train_(train) {}
+
   std::vector<CLI::ConfigItem> from_config(std::istream& in) const override {
+    auto items = parse(in);
+    for (auto& item : items) {
+      if (item.name == "++" || item.name == "--") continue;  // TOML section markers
+      std::replace(item.name.begin(), item.name.end(), '_', '-');
+      const auto key = item.fullname();
+      if (item.parents != std::vector<std::string>{"train"}) {
+        throw CLI::ConfigError(fmt::format(
+            "config file: unknown section or key '{}' (keys are atoll train's options, at the "
+            "top level or under [train])",
+            key));
+      }
+      if (train_->get_option_no_throw("--" + item.name) == nullptr) {
+        throw CLI::ConfigError(fmt::format(
+            "config file: unknown key '{}' (not an option of atoll train; see atoll train --help)",
+            item.name));
+      }
+    }
+    return items;
+  }
+
+ private:
+  std::vector<CLI::ConfigItem> parse(std::istream& in) const {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto first = text.find_first_not_of(" \t\r\n");
     if (first == std::string::npos || text[first] != '{') {
@@ -59,7 +85,6 @@ class JsonOrTomlConfig : public CLI::ConfigTOML {
       CLI::ConfigItem item;
       item.parents = {"train"};
       item.name = key;
-      std::replace(item.name.begin(), item.name.end(), '_', '-');
       auto scalar = [](const nlohmann::json& v) {
         if (v.is_string()) return v.get<std::string>();
         if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
@@ -76,7 +101,25 @@ class JsonOrTomlConfig : public CLI::ConfigTOML {
     }
     return items;
   }
+
+  const CLI::App* train_;
 };
+
+// Unsigned options: CLI11 reads "-5" as 2^64 - 5. Refuse a sign instead, on every such option.
+void refuse_negative_unsigned(CLI::App* app) {
+  const CLI::Validator no_sign(
+      [](std::string& v) -> std::string {
+        const auto first = v.find_first_not_of(" \t");
+        return first != std::string::npos && (v[first] == '-' || v[first] == '+')
+                   ? "must be a whole number >= 0 (got '" + v + "')"
+                   : "";
+      },
+      "");
+  for (auto* opt : app->get_options()) {
+    if (opt->get_type_name().rfind("UINT", 0) == 0) opt->check(no_sign);
+  }
+  for (auto* sub : app->get_subcommands({})) refuse_negative_unsigned(sub);
+}
 
 }  // namespace
 
@@ -207,7 +250,7 @@ int main(int argc, char** argv) {
       "train a GPT-style language model data-parallel (run under mpirun or scripts/simulate)");
   // The config file is an option of the top-level app whose items belong to `train` (CLI11 reads
   // config files at that level); fallthrough lets `atoll train --config FILE` name it after train.
-  app.config_formatter(std::make_shared<JsonOrTomlConfig>());
+  app.config_formatter(std::make_shared<JsonOrTomlConfig>(train_cmd));
   app.set_config("--config", "", "atoll train: config file (JSON or TOML, keys = option names)");
   train_cmd->fallthrough();
   auto preset_opt = [&](CLI::Option* o, auto member) {
@@ -278,7 +321,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--resume-from", tc.resume_from, "continue from this checkpoint file");
   train_cmd->add_option("--dump-grads", tc.dump_grads,
                         "write embedding gradients as traces to this directory");
-  train_cmd->add_option("--dump-grads-steps", tc.dump_grads_steps, "... for this many steps");
+  train_cmd->add_option("--dump-grads-steps", tc.dump_grads_steps,
+                        "... only for the first N steps (0 = every step)");
   train_cmd->add_option("--plot", tc.plot,
                         "draw out/loss.png with gnuplot at the end (true|false)");
   train_cmd->add_flag("--quiet", tc.quiet, "no progress lines or report");
@@ -292,6 +336,7 @@ int main(int argc, char** argv) {
                         "simulation only: charge forward, backward and optimizer as this many "
                         "seconds per step instead of measuring them (0 = measured)");
 
+  refuse_negative_unsigned(&app);
   try {
     app.parse(argc, argv);
     if (train_cmd->parsed() && tc.preset != "tiny") {

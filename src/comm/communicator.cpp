@@ -111,7 +111,17 @@ Communicator Communicator::world() {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return Communicator(std::move(impl), rank, size);
+  Communicator c(std::move(impl), rank, size);
+  c.ranks_on_node_ = size;
+#ifndef ATOLL_SMPI
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    MPI_Comm_size(node, &c.ranks_on_node_);
+    MPI_Comm_free(&node);
+  }
+#endif
+  return c;
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl, int rank, int size)

@@ -10,6 +10,10 @@ namespace {
 class AgsparseScheme final : public SchemeBase<AgsparseScheme> {
  public:
   std::string_view name() const override { return "agsparse"; }
+  std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
+    (void)n, (void)nnz;
+    return 4 * M;  // the dense sum
+  }
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {

@@ -26,6 +26,14 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
  public:
   explicit AutoScheme(const SchemeOptions& o) : options_(o) {}
   std::string_view name() const override { return "auto"; }
+  void prepare(Communicator& comm) override {
+    if (!network_) network_ = measure_network(comm);
+  }
+  std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
+    // Its own profiling is O(nnz); the scheme it picks checks its own need when it runs.
+    (void)M, (void)n, (void)nnz;
+    return 0;
+  }
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
@@ -34,7 +42,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     std::string reason;
     {
       PhaseScope phase(comm, profile_stats, "profile");
-      if (!network_) network_ = measure_network(comm);
+      prepare(comm);
       const auto profile = measure_profile<Index>(comm, grad);
       const auto ranked = cost::rank_schemes(profile, *network_);
       chosen = ranked.front().scheme;

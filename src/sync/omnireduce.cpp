@@ -16,6 +16,10 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
  public:
   explicit OmnireduceScheme(const SchemeOptions& o) : block_(o.omnireduce_block_elements) {}
   std::string_view name() const override { return "omnireduce"; }
+  std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
+    (void)nnz;
+    return 4 * M + 4 * (M / static_cast<std::uint64_t>(n) + block_);  // result + owned blocks
+  }
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {

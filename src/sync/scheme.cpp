@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <stdexcept>
 
+#include "atoll/util/memory.h"
 #include "schemes.h"
 
 namespace atl::sync {
@@ -63,10 +65,16 @@ std::uint64_t SyncResult<Index>::checksum() const {
 template struct SyncResult<std::uint32_t>;
 template struct SyncResult<std::uint64_t>;
 
-void check_input(Communicator& comm, const std::optional<std::string>& local_problem,
-                 std::uint64_t elements) {
+void check_input(Communicator& comm, const SyncScheme& scheme,
+                 const std::optional<std::string>& local_problem, std::uint64_t elements,
+                 std::uint64_t local_nnz) {
   std::optional<std::string> problem = local_problem;
   if (!problem && elements == 0) problem = "element count M must be positive";
+  if (!problem) {
+    problem = util::memory_problem(
+        scheme.dense_memory_bytes(elements, comm.size(), local_nnz), comm.ranks_on_node(),
+        fmt::format("scheme {} at M = {} on {} ranks", scheme.name(), elements, comm.size()));
+  }
   // One collective on the hot path: the max of (failed?, M, ~M) tells every rank whether any rank
   // failed and the largest and smallest M. Only a failure pays for agree()'s message broadcast.
   std::uint64_t v[3] = {problem ? 1u : 0u, elements, ~elements};
@@ -78,6 +86,31 @@ void check_input(Communicator& comm, const std::optional<std::string>& local_pro
         fmt::format("element count M differs across ranks (min {}, max {}; this rank has {})", lo,
                     hi, elements));
   }
+}
+
+std::vector<std::pair<std::string, double>> max_phase_times(Communicator& comm,
+                                                            const SyncStats& stats) {
+  std::string mine;
+  for (const auto& p : stats.phases) mine += p.name + '\n';
+  const auto bytes = comm.allgatherv<char>(std::span<const char>(mine), nullptr);
+  std::vector<std::pair<std::string, double>> out;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != '\n') continue;
+    std::string name(bytes.begin() + begin, bytes.begin() + i);
+    begin = i + 1;
+    const bool seen =
+        std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == name; });
+    if (!seen) out.emplace_back(std::move(name), 0.0);
+  }
+  std::vector<double> times(out.size(), 0.0);
+  for (const auto& p : stats.phases) {
+    for (std::size_t k = 0; k < out.size(); ++k)
+      if (out[k].first == p.name) times[k] += p.time_s;
+  }
+  comm.allreduce<double>(times, comm::ReduceOp::max);
+  for (std::size_t k = 0; k < out.size(); ++k) out[k].second = times[k];
+  return out;
 }
 
 PhaseScope::PhaseScope(Communicator& comm, SyncStats& stats, std::string name)

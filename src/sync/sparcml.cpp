@@ -85,6 +85,12 @@ class SparcmlScheme final : public SchemeBase<SparcmlScheme> {
  public:
   explicit SparcmlScheme(const SchemeOptions& o) : dense_switch_(o.sparcml_dense_switch) {}
   std::string_view name() const override { return "sparcml"; }
+  std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
+    // Dense once the merged COO passes the switch: accumulator, encoded copy, received copy and
+    // its decoding, M floats each.
+    const double merged_bytes = static_cast<double>(n) * static_cast<double>(nnz) * 12;
+    return merged_bytes > dense_switch_ * 4.0 * static_cast<double>(M) ? 16 * M : 0;
+  }
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {

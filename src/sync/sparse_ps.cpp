@@ -12,6 +12,13 @@ namespace {
 class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
  public:
   std::string_view name() const override { return "sparse_ps"; }
+  std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
+    // A server's slot sums over its range (M/n floats) where it could receive one entry per 16.
+    const std::uint64_t slots = M / static_cast<std::uint64_t>(n) + 1;
+    return static_cast<double>(n) * static_cast<double>(nnz) * 16 >= static_cast<double>(slots)
+               ? 4 * slots
+               : 0;
+  }
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {

@@ -39,6 +39,14 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         name_(std::move(name)),
         pull_bitmap_(pull_bitmap && o.zen_allow_bitmap) {}
   std::string_view name() const override { return name_; }
+  std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
+    // The hash layout (≈ 14 bytes per 64 indices), and a server's slot sums (≈ M/n floats, plus
+    // their bitmap) where it could receive at least one entry per 16 slots.
+    const std::uint64_t slots = M / static_cast<std::uint64_t>(n) + 64;
+    const bool dense_server =
+        static_cast<double>(n) * static_cast<double>(nnz) * 16 >= static_cast<double>(slots);
+    return M / 64 * 14 + (dense_server ? slots * 4 + slots / 8 : 0);
+  }
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {

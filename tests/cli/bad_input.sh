@@ -98,6 +98,54 @@ else
   echo "FAIL wan-sim-check-fails"; echo "$out"; failures=$((failures + 1))
 fi
 
+# issue 13: bench sync flags, config files
+expect_error negative-elements "--elements: must be a whole number >= 0 \(got '-5'\)" bench sync \
+  --elements -5
+expect_error negative-seed "--seed: must be a whole number >= 0" bench sync --seed -1
+expect_error schemes-twice "--schemes names 'zen' twice" bench sync --schemes zen,allreduce,zen
+expect_error schemes-all-twice "names 'zen' twice \('all' includes it\)" bench sync --schemes all,zen
+# O(M) memory is refused before it is allocated, naming the bytes (2^40 elements: 4.4 TB dense).
+expect_error dense-too-big "scheme allreduce at M = 1099511627776 on 2 ranks needs 4.4 TB per rank" \
+  bench sync --elements 1099511627776 --index-bits 64 --density 1e-9 --schemes allreduce
+expect_error verify-too-big "--verify at M = 1099511627776 needs 13.2 TB per rank" bench sync \
+  --elements 1099511627776 --index-bits 64 --density 1e-9 --schemes zen --verify
+# ... while sparse schemes run at M = 2^32 + 1: the generator costs O(non-zeros), not O(M).
+if out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 4294967297 \
+    --index-bits 64 --density 1e-6 --schemes zen_coo,sparse_ps --repeat 1 --json 2>&1) \
+  && [ "$(grep -c '"elements":4294967297' <<<"$out")" -eq 2 ]; then
+  echo "ok   big-m-sparse"
+else
+  echo "FAIL big-m-sparse"; echo "$out"; failures=$((failures + 1))
+fi
+# --warmup 0: auto's one-time network probe (3 x 1 MiB) is not charged to its first timed call.
+if out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --schemes auto --elements 1 \
+    --density 1 --warmup 0 --repeat 1 --json 2>&1) \
+  && sent=$(grep -o '"bytes_sent_max":[0-9]*' <<<"$out" | cut -d: -f2) && [ "$sent" -lt 100000 ]; then
+  echo "ok   auto-probe-untimed ($sent bytes)"
+else
+  echo "FAIL auto-probe-untimed"; echo "$out"; failures=$((failures + 1))
+fi
+# Config files: '_' and '-' alike in TOML and JSON; an unknown key is an error naming it.
+printf 'steps = 1\neval_every = 0\nplot = false\n' > "$tmp/underscore.toml"
+if timeout 120 mpirun --oversubscribe -np 2 "$atoll" train --config "$tmp/underscore.toml" \
+    --out "$tmp/cfg-run" --quiet >"$tmp/cfg.out" 2>&1 && [ -s "$tmp/cfg-run/metrics.jsonl" ] \
+  && ! grep -q val_loss "$tmp/cfg-run/metrics.jsonl"; then
+  echo "ok   config-toml-underscore"
+else
+  echo "FAIL config-toml-underscore (eval_every = 0 ignored?)"; cat "$tmp/cfg.out"
+  cat "$tmp/cfg-run/metrics.jsonl"; failures=$((failures + 1))
+fi
+printf 'steps = 1\nstepz = 3\n' > "$tmp/typo.toml"
+expect_error config-toml-typo "unknown key 'stepz'" train --config "$tmp/typo.toml" --out "$tmp/x"
+printf '[train]\neval_everyy = 3\n' > "$tmp/typo-section.toml"
+expect_error config-toml-section-typo "unknown key 'eval-everyy'" train \
+  --config "$tmp/typo-section.toml" --out "$tmp/x"
+printf '[trian]\nsteps = 3\n' > "$tmp/bad-section.toml"
+expect_error config-toml-bad-section "unknown section or key 'trian.steps'" train \
+  --config "$tmp/bad-section.toml" --out "$tmp/x"
+printf '{"steps": 1, "dump_gradz": "x"}' > "$tmp/typo.json"
+expect_error config-json-typo "unknown key 'dump-gradz'" train --config "$tmp/typo.json" --out "$tmp/x"
+
 # issue 13: plan / wan-sim / schedule files
 # A given flag is checked, never confused with "not given" (patterns: no leading '-' for grep).
 expect_error plan-compute-negative "compute-s must be a time >= 0 in seconds \(got -1\)" plan \

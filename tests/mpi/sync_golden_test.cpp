@@ -1,11 +1,13 @@
 // The golden test: every scheme against the dense reference, run by mpirun at world sizes 1..8
 // and by smpirun at 16 ranks. Each rank regenerates every rank's gradient (deterministic in
 // (seed, rank)) and sums them in double: the reference does not depend on any scheme or on MPI.
-// EXPECT only (no ASSERT) inside collectives: a failure on one rank must not make it skip a
-// collective its peers enter.
+// A fatal failure (ASSERT_*) returns from the test on one rank only, and its peers would wait in
+// the next collective until CTest's timeout: main() installs a listener that ends the whole job
+// at once (MPI_Abort) after printing the failure. EXPECT is still preferred inside collectives.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "atoll/comm/communicator.h"
@@ -198,6 +200,14 @@ TEST_P(GoldenTest, ElementCountMismatchFailsOnEveryRank) {
   EXPECT_THROW(scheme->synchronize(comm, g, out), comm::CollectiveError);
 }
 
+// Run only by tests/mpi/fatal_failure_test.sh (disabled otherwise): an ASSERT that fails on the
+// last rank before a collective must end the job at once on every rank, not hang its peers.
+TEST(GoldenSelfTest, DISABLED_FatalFailureOnOneRankEndsTheJob) {
+  Communicator& comm = *g_comm;
+  ASSERT_NE(comm.rank(), comm.size() - 1) << "deliberate failure on the last rank";
+  comm.allgather<std::int32_t>(comm.rank());
+}
+
 INSTANTIATE_TEST_SUITE_P(AllSchemes, GoldenTest, ::testing::ValuesIn(sync::scheme_names()),
                          [](const auto& info) { return info.param; });
 
@@ -223,6 +233,20 @@ int main(int argc, char** argv) {
     };
     listeners.Append(new FailurePrinter(comm.rank()));
   }
+  // After the printers (appended last): a fatal failure ends the job on every rank at once.
+  struct AbortOnFatalFailure : ::testing::EmptyTestEventListener {
+    int rank;
+    explicit AbortOnFatalFailure(int r) : rank(r) {}
+    void OnTestPartResult(const ::testing::TestPartResult& r) override {
+      if (!r.fatally_failed()) return;
+      std::fprintf(stderr, "[rank %d] fatal assertion failed (%s:%d): ending the job\n", rank,
+                   r.file_name() ? r.file_name() : "?", r.line_number());
+      std::fflush(stderr);
+      std::fflush(stdout);
+      comm::MpiRuntime::abort_job(1);
+    }
+  };
+  ::testing::UnitTest::GetInstance()->listeners().Append(new AbortOnFatalFailure(comm.rank()));
   const int failed = RUN_ALL_TESTS();
   // Every rank must agree on the outcome so mpirun's exit status reflects any rank's failure.
   const int any = comm.allreduce_value<std::int32_t>(failed, comm::ReduceOp::max);

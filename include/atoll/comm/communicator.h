@@ -94,6 +94,9 @@ class Communicator {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Ranks of this communicator that share this rank's node, and so its memory (all of them under
+  // SMPI, where every simulated rank lives in one process).
+  int ranks_on_node() const { return ranks_on_node_; }
 
   // Seconds on the engine's clock: wall time under Open MPI, simulated time under SMPI.
   double wtime() const;
@@ -241,6 +244,7 @@ class Communicator {
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;
   int size_ = 1;
+  int ranks_on_node_ = 1;
   TrafficCounters traffic_;
 };
 

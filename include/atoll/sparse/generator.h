@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "atoll/sparse/sparse_gradient.h"
 
@@ -26,9 +27,22 @@ struct GeneratorOptions {
 void validate(const GeneratorOptions& options);
 
 // The gradient of worker `rank`: nnz distinct indices drawn without replacement with Zipf weights
-// (Efraimidis–Spirakis: keep the nnz largest keys log(u_i)·(i+1)^s), deterministic in
-// (seed, rank). O(M) time and M·8 bytes of scratch.
+// (i+1)^-s, deterministic in (seed, rank). Successive sampling (i.i.d. Zipf draws by
+// rejection-inversion, duplicates dropped) where that needs fewer than M/4 draws in expectation:
+// O(nnz) time and memory whatever M; otherwise Efraimidis-Spirakis keys log(u_i)·(i+1)^s streamed
+// through an nnz-sized heap: O(M log nnz) time, O(nnz) memory. Both draw from the same
+// distribution (generator version 2; version 1 always used the keys, with M·16 bytes of scratch).
 template <class Index>
 SparseGradient<Index> generate_gradient(const GeneratorOptions& options, int rank);
+
+namespace detail {
+// The two samplers generate_gradient chooses between (for tests): nnz < M distinct sorted indices
+// in [0, M), Zipf exponent s, from a splitmix64 stream seeded with `seed`.
+template <class Index>
+std::vector<Index> sample_successive(std::uint64_t M, std::uint64_t nnz, double s,
+                                     std::uint64_t seed);
+template <class Index>
+std::vector<Index> sample_keys(std::uint64_t M, std::uint64_t nnz, double s, std::uint64_t seed);
+}  // namespace detail
 
 }  // namespace atl::sparse

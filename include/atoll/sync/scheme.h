@@ -68,6 +68,16 @@ class SyncScheme {
                            SyncResult<std::uint32_t>& out) = 0;
   virtual void synchronize(Communicator& comm, const SparseGradient<std::uint64_t>& grad,
                            SyncResult<std::uint64_t>& out) = 0;
+  // One-time setup a scheme would otherwise do inside its first call (auto's network probe), so
+  // that callers who time calls can do it first. Collective; calling it again does nothing.
+  virtual void prepare(Communicator& comm) { (void)comm; }
+  // Bytes of working memory one call needs on each rank that grow with M (dense buffers, Zen's
+  // server slots), for `ranks` ranks when this rank holds `local_nnz` non-zeros (buffers that a
+  // scheme allocates only for dense enough data count where the data could be: n·nnz·16 ≥ the
+  // buffer's slots); the O(nnz) part is not counted. synchronize() refuses, on every rank, a call
+  // whose need exceeds the memory this node has free for each of its ranks, naming the bytes.
+  virtual std::uint64_t dense_memory_bytes(std::uint64_t elements, int ranks,
+                                           std::uint64_t local_nnz) const = 0;
 };
 
 // Options shared by the schemes; each reads the fields that concern it.
@@ -88,9 +98,18 @@ std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptio
 
 // Implementation helpers for scheme files ---------------------------------------------------------
 
-// Collective input check: local validity and equal M on all ranks, else CollectiveError everywhere.
-void check_input(Communicator& comm, const std::optional<std::string>& local_problem,
-                 std::uint64_t elements);
+// Each phase's time, max over ranks, over the union of the phase names the ranks recorded (in
+// first-seen order, rank 0's first); a phase a rank did not run counts as 0 there, a name recorded
+// twice on a rank adds up. The ranks' phase lists may differ (SparCML folds only where a partner
+// exists): the collectives (one allgatherv of the names, one allreduce) are the same on every rank.
+std::vector<std::pair<std::string, double>> max_phase_times(Communicator& comm,
+                                                            const SyncStats& stats);
+
+// Collective input check: local validity, M's working memory within what the node has free
+// (SyncScheme::dense_memory_bytes) and equal M on all ranks, else CollectiveError everywhere.
+void check_input(Communicator& comm, const SyncScheme& scheme,
+                 const std::optional<std::string>& local_problem, std::uint64_t elements,
+                 std::uint64_t local_nnz);
 
 // CRTP adapter: a scheme implements
 // `template <class Index> void run(Communicator&, const SparseGradient<Index>&,
@@ -100,13 +119,13 @@ class SchemeBase : public SyncScheme {
  public:
   void synchronize(Communicator& c, const SparseGradient<std::uint32_t>& g,
                    SyncResult<std::uint32_t>& out) override {
-    check_input(c, g.check(), g.elements);
+    check_input(c, *this, g.check(), g.elements, g.nnz());
     out.stats = {};
     static_cast<Derived*>(this)->template run<std::uint32_t>(c, g, out);
   }
   void synchronize(Communicator& c, const SparseGradient<std::uint64_t>& g,
                    SyncResult<std::uint64_t>& out) override {
-    check_input(c, g.check(), g.elements);
+    check_input(c, *this, g.check(), g.elements, g.nnz());
     out.stats = {};
     static_cast<Derived*>(this)->template run<std::uint64_t>(c, g, out);
   }
