@@ -26,7 +26,9 @@ check() {
 for np in 3 5 6 7; do
   for input in "1 0" "1 1" "2 1" "$((np - 1)) 0.5" "1000 0" "1000 1" "1000 0.01" "10007 0.05"; do
     read -r m d <<<"$input"
-    for values in integer normal; do
+    values_kinds="integer"  # exact sums; float values on the inputs with real sums to round
+    [ "$m" -ge 1000 ] && [ "$d" != 0 ] && values_kinds="integer normal"
+    for values in $values_kinds; do
       out=$(timeout 120 mpirun --oversubscribe -np "$np" "$atoll" bench sync --schemes all \
         --elements "$m" --density "$d" --values "$values" --repeat 1 --warmup 0 --verify --json 2>&1)
       check "np=$np M=$m density=$d $values" "$out" $?
