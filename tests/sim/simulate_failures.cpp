@@ -1,7 +1,8 @@
 // An SMPI program that fails on purpose, for tests/sim/simulate_failures_test.sh: scripts/simulate
 // must exit non-zero, naming the failure, for each mode but `ok`. Raw MPI on purpose: the test is
 // about smpirun and the script, not the communicator layer.
-// usage (under smpirun, 2+ ranks): simulate_failures ok | deadlock | fail | throw | silent
+// usage (under smpirun, 2+ ranks): simulate_failures ok | deadlock | fail | throw | silent |
+//                                   truncate
 #include <mpi.h>
 
 #include <cstdio>
@@ -16,6 +17,14 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "deadlock") == 0 && rank == 0) {
     int value = 0;  // rank 1 never sends
     MPI_Recv(&value, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  if (std::strcmp(mode, "truncate") == 0 && rank < 2) {
+    // Rank 0 sends two ints to a one-int buffer: MPI_ERR_TRUNCATE, under an error handler that
+    // returns (so the program itself would go on as if nothing happened).
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int values[2] = {1, 2};
+    if (rank == 0) MPI_Send(values, 2, MPI_INT, 1, 0, MPI_COMM_WORLD);
+    if (rank == 1) MPI_Recv(values, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   }
   if (std::strcmp(mode, "fail") == 0 && rank == 1) {
     std::fprintf(stderr, "rank 1: failing on purpose\n");

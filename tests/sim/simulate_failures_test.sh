@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/simulate reports failures: non-zero exit and a message naming the failure when the
-# simulation deadlocks, a rank fails or throws, or the program prints nothing; 0 for a good run.
+# simulation deadlocks, a rank fails or throws, an MPI call errs (MPI_ERR_*), or the program prints
+# nothing; 0 for a good run.
 # Platforms: hosts from <host id=...> elements too; scripts/make-platform validates its arguments.
 # usage: simulate_failures_test.sh SIMULATE_FAILURES_SMPI (tests/sim/simulate_failures.cpp)
 set -uo pipefail
@@ -29,6 +30,8 @@ expect_simulate deadlock nonzero "simulate: FAILED: the simulation deadlocked" c
 expect_simulate failing-rank nonzero "simulate: FAILED: rank\(s\) 1: the program failed \(smpirun exit status 3" \
   cluster-16x25g 2 -- fail
 expect_simulate throwing-rank nonzero "simulate: FAILED: rank\(s\) 1: the program failed" cluster-16x25g 2 -- throw
+expect_simulate mpi-error nonzero "simulate: FAILED: rank\(s\) 1: an MPI call failed: MPI_ERR_TRUNCATE" \
+  cluster-16x25g 2 -- truncate
 expect_simulate no-output nonzero "simulate: FAILED: the program printed nothing on stdout" cluster-16x25g 2 -- silent
 expect_simulate no-output-allowed 0 "" --allow-no-output cluster-16x25g 2 -- silent
 
