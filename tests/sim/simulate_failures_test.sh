@@ -78,4 +78,6 @@ else
   fail "make-platform 10bps: $(grep -o 'bb_bw="[^"]*"' "$tmp/p.xml")"
 fi
 expect_simulate made-platform 0 "rank 1: result 42" "$tmp/p.xml" 2 -- ok
+"$root/scripts/make-platform" --shared-cores 2 p 4 1Gbps > "$tmp/shared.xml"  # "--" in a comment
+expect_simulate shared-cores-platform 0 "rank 3: result 42" "$tmp/shared.xml" 4 -- ok
 exit $((failures > 0))
