@@ -2,6 +2,7 @@
 // synthetic configuration. Runs on rank 0; other ranks of an mpirun job wait.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,10 @@ int analyze(comm::Communicator& comm, const AnalyzeOptions& o) {
         const auto steps = sparse::trace_steps(o.trace_dir, 0);
         if (steps.empty()) throw UsageError("no trace files of rank 0 in " + o.trace_dir);
         step = o.trace_step >= 0 ? static_cast<std::uint64_t>(o.trace_step) : steps.front();
+        if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
+          throw UsageError(fmt::format("no trace of step {} in {} (steps present: {})", step,
+                                       o.trace_dir, sparse::describe_steps(steps)));
+        }
         sparse::TraceHeader h;
         workers.push_back(
             sparse::read_trace<std::uint64_t>(sparse::trace_path(o.trace_dir, step, 0), &h));

@@ -130,6 +130,18 @@ std::vector<std::uint64_t> trace_steps(const std::filesystem::path& dir, int ran
   return steps;
 }
 
+std::string describe_steps(const std::vector<std::uint64_t>& steps) {
+  std::string out;
+  for (std::size_t i = 0; i < steps.size();) {
+    std::size_t j = i;
+    while (j + 1 < steps.size() && steps[j + 1] == steps[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") +
+           (j == i ? std::to_string(steps[i]) : fmt::format("{}-{}", steps[i], steps[j]));
+    i = j + 1;
+  }
+  return out.empty() ? "none" : out;
+}
+
 template void write_trace(const std::filesystem::path&, const SparseGradient<std::uint32_t>&, int,
                           int, std::uint64_t);
 template void write_trace(const std::filesystem::path&, const SparseGradient<std::uint64_t>&, int,

@@ -1,9 +1,11 @@
 #include "checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -94,6 +96,168 @@ void prune_checkpoints(const std::filesystem::path& out, int keep) {
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < files.size(); ++i) {
     std::filesystem::remove(files[i], ec);
   }
+}
+
+namespace {
+
+torch::Tensor shape_tensor(const ModelShape& s) {
+  return torch::tensor({static_cast<std::int64_t>(s.vocab), static_cast<std::int64_t>(s.d_embed),
+                        static_cast<std::int64_t>(s.d_model), static_cast<std::int64_t>(s.layers),
+                        static_cast<std::int64_t>(s.heads), static_cast<std::int64_t>(s.seq_len),
+                        static_cast<std::int64_t>(s.head == "adaptive")});
+}
+
+std::string describe(const ModelShape& s, bool cutoffs_known) {
+  std::string head = s.head + " head";
+  if (s.head == "adaptive" && cutoffs_known) {
+    head += fmt::format(" (cutoffs {})", fmt::join(s.cutoffs, ", "));
+  }
+  return fmt::format("vocab {}, d_embed {}, d_model {}, layers {}, heads {}, seq_len {}, {}",
+                     s.vocab, s.d_embed, s.d_model, s.layers, s.heads, s.seq_len, head);
+}
+
+std::string plural(int n, const char* one) {
+  return fmt::format("{} {}{}", n, one, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+RunRecord run_record(const TrainConfig& c, int world, std::uint64_t vocabulary_fnv) {
+  RunRecord r;
+  r.shape = c.model;
+  r.world = world;
+  r.topk_residuals = c.topk > 0 ? world : 0;
+  r.topk = c.topk;
+  r.lr = c.lr;
+  r.embed_lr = c.embed_lr;
+  r.weight_decay = c.weight_decay;
+  r.batch = c.batch;
+  r.warmup_steps = c.warmup_steps;
+  r.seed = c.seed;
+  r.sync = c.sync;
+  r.settings_known = true;
+  r.vocabulary_fnv = vocabulary_fnv;
+  return r;
+}
+
+void write_run_record(torch::serialize::OutputArchive& archive, const RunRecord& r) {
+  archive.write("shape", shape_tensor(r.shape), true);
+  const nlohmann::json j{{"cutoffs", r.shape.cutoffs},
+                         {"world", r.world},
+                         {"topk", r.topk},
+                         {"lr", r.lr},
+                         {"embed_lr", r.embed_lr},
+                         {"weight_decay", r.weight_decay},
+                         {"batch", r.batch},
+                         {"warmup_steps", r.warmup_steps},
+                         {"seed", r.seed},
+                         {"sync", r.sync},
+                         {"vocabulary_fnv", r.vocabulary_fnv}};
+  archive.write("run", c10::IValue(j.dump()));
+}
+
+RunRecord read_run_record(const std::filesystem::path& file,
+                          torch::serialize::InputArchive& archive) {
+  RunRecord r;
+  try {
+    torch::Tensor shape;
+    archive.read("shape", shape, true);
+    if (shape.dim() != 1 || shape.numel() != 7 || shape.scalar_type() != torch::kLong) {
+      fail(file, "its model shape record is malformed");
+    }
+    auto a = shape.accessor<std::int64_t, 1>();
+    r.shape = ModelShape{static_cast<int>(a[0]),     static_cast<int>(a[1]),
+                         static_cast<int>(a[2]),     static_cast<int>(a[3]),
+                         static_cast<int>(a[4]),     static_cast<int>(a[5]),
+                         a[6] ? "adaptive" : "full", {}};
+    for (const auto& key : archive.keys()) {
+      if (key.rfind("topk_residual_rank", 0) == 0) ++r.topk_residuals;
+    }
+    c10::IValue run;
+    r.cutoffs_known = r.shape.head != "adaptive";
+    if (archive.try_read("run", run) && run.isString()) {
+      const auto j = nlohmann::json::parse(run.toStringRef());
+      j.at("cutoffs").get_to(r.shape.cutoffs);
+      r.cutoffs_known = true;
+      r.world = j.at("world").get<int>();
+      r.topk = j.at("topk").get<double>();
+      r.lr = j.at("lr").get<double>();
+      r.embed_lr = j.at("embed_lr").get<double>();
+      r.weight_decay = j.at("weight_decay").get<double>();
+      r.batch = j.at("batch").get<int>();
+      r.warmup_steps = j.at("warmup_steps").get<int>();
+      r.seed = j.at("seed").get<std::uint64_t>();
+      r.sync = j.at("sync").get<std::string>();
+      r.vocabulary_fnv = j.at("vocabulary_fnv").get<std::uint64_t>();
+      r.settings_known = true;
+    } else if (r.topk_residuals > 0) {
+      r.world = r.topk_residuals;  // one residual per rank
+    }
+  } catch (const c10::Error& e) {
+    fail(file, fmt::format("unreadable run record ({})", e.what_without_backtrace()));
+  } catch (const nlohmann::json::exception& e) {
+    fail(file, fmt::format("unreadable run record ({})", e.what()));
+  }
+  return r;
+}
+
+ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now) {
+  ResumeCheck out;
+  auto& refuse = out.refusals;
+  ModelShape compared = now.shape;
+  if (!saved.cutoffs_known) compared.cutoffs = saved.shape.cutoffs;  // not recorded: not compared
+  const auto& a = saved.shape;
+  const auto& b = compared;
+  if (a.vocab != b.vocab || a.d_embed != b.d_embed || a.d_model != b.d_model ||
+      a.layers != b.layers || a.heads != b.heads || a.seq_len != b.seq_len || a.head != b.head ||
+      a.cutoffs != b.cutoffs) {
+    refuse.push_back(fmt::format("holds a model of {}, this run asks for {}",
+                                 describe(saved.shape, saved.cutoffs_known),
+                                 describe(now.shape, true)));
+  }
+  if (saved.world > 0 && saved.world != now.world) {
+    refuse.push_back(fmt::format(
+        "was written by {}; this run has {} (each rank's {} depend on the world size, so the "
+        "run would not continue the same training: resume it with mpirun -np {})",
+        plural(saved.world, "rank"), now.world,
+        saved.topk_residuals > 0 ? "data shard, batches and top-k residual"
+                                 : "data shard and batches",
+        saved.world));
+  } else if (now.topk > 0 && saved.topk_residuals == 0) {
+    refuse.push_back(fmt::format(
+        "was written without --topk; this run uses --topk {} (its error-feedback residuals are "
+        "missing: resume without --topk, or start a new run)",
+        now.topk));
+  }
+  if (saved.vocabulary_fnv != 0 && saved.vocabulary_fnv != now.vocabulary_fnv &&
+      saved.shape.vocab == now.shape.vocab) {
+    refuse.push_back(
+        "was trained on another vocabulary (its word list differs from the one this run built "
+        "from its corpus), so its embedding rows would stand for other words");
+  }
+  if (!refuse.empty()) return out;
+
+  if (saved.topk_residuals > 0 && now.topk == 0) {
+    out.notes.push_back(
+        fmt::format("its top-k error-feedback residuals{} are dropped: this run has no --topk",
+                    saved.settings_known ? fmt::format(" (--topk {})", saved.topk) : ""));
+  }
+  if (!saved.settings_known) return out;
+  auto changed = [&](const char* flag, const auto& was, const auto& is) {
+    if (was != is) {
+      out.notes.push_back(fmt::format("this run continues with {} {} (the checkpoint's run had {})",
+                                      flag, is, was));
+    }
+  };
+  if (saved.topk > 0 && now.topk > 0) changed("--topk", saved.topk, now.topk);
+  changed("--batch", saved.batch, now.batch);
+  changed("--seed", saved.seed, now.seed);
+  changed("--lr", saved.lr, now.lr);
+  changed("--embed-lr", saved.embed_lr, now.embed_lr);
+  changed("--weight-decay", saved.weight_decay, now.weight_decay);
+  changed("--warmup-steps", saved.warmup_steps, now.warmup_steps);
+  changed("--sync", saved.sync, now.sync);
+  return out;
 }
 
 }  // namespace atl::train

@@ -4,7 +4,7 @@
 //   bytes 0-7   magic "ATLCKPT1"
 //   bytes 8-15  step (u64, little endian): the number of completed optimizer steps
 //   bytes 16-23 payload size P (u64)
-//   bytes 24-.. payload: a torch::serialize archive (model, optimizers, shape)
+//   bytes 24-.. payload: a torch::serialize archive (model, optimizers, the run record below)
 //   last 8      FNV-1a 64 of everything before
 // A truncated file (size differs from 32 + P) or a checksum mismatch is refused with an error
 // naming the file; older checkpoints are kept (keep_checkpoints) so one of them can be used.
@@ -14,7 +14,10 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "atoll/train/trainer.h"
 
 namespace atl::train {
 
@@ -37,5 +40,41 @@ std::uint64_t read_checkpoint(const std::filesystem::path& file,
 
 // Deletes all but the newest `keep` checkpoints.
 void prune_checkpoints(const std::filesystem::path& out, int keep);
+
+// What a checkpoint records about the run that wrote it, beside its tensors. Archive keys: "shape"
+// (int64 tensor: vocab, d_embed, d_model, layers, heads, seq_len, adaptive head 0/1; every
+// version), "run" (a JSON string with the rest; absent before issue 13, when world, settings and
+// fingerprint are unknown and only what the archive holds is checked) and
+// "topk_residual_rank<r>" (one per rank with --topk).
+struct RunRecord {
+  ModelShape shape;
+  bool cutoffs_known = true;  // false: an older checkpoint of an adaptive head
+  int world = 0;              // ranks that wrote it; 0: unknown
+  int topk_residuals = 0;     // ranks whose top-k error-feedback residual it holds
+  // Settings a run may change on resume (noted, not refused), as the flags spell them.
+  double topk = 0, lr = 0, embed_lr = 0, weight_decay = 0;
+  int batch = 0, warmup_steps = 0;
+  std::uint64_t seed = 0;
+  std::string sync;
+  bool settings_known = false;
+  std::uint64_t vocabulary_fnv = 0;  // FNV-1a of the word list, one word per line; 0: unknown
+};
+
+RunRecord run_record(const TrainConfig& config, int world, std::uint64_t vocabulary_fnv);
+void write_run_record(torch::serialize::OutputArchive& archive, const RunRecord& record);
+// Throws CheckpointError naming `file` when the record is unreadable.
+RunRecord read_run_record(const std::filesystem::path& file,
+                          torch::serialize::InputArchive& archive);
+
+// Differences between the run that wrote a checkpoint and the one resuming it. `refusals`: the
+// resumed run would crash or silently train something else (another model, world size or
+// vocabulary, missing top-k residuals); `notes`: settings the user changed on purpose (learning
+// rate, batch, ...) or state that is dropped (residuals when --topk is off). Sentences without
+// the file name; the caller names it.
+struct ResumeCheck {
+  std::vector<std::string> refusals;
+  std::vector<std::string> notes;
+};
+ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now);
 
 }  // namespace atl::train

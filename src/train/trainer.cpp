@@ -4,6 +4,7 @@
 #include "atoll/train/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -46,15 +47,17 @@ TrainConfig preset_config(const std::string& preset) {
   return c;
 }
 
+// Messages name the flags (config-file keys are the same names).
 std::optional<std::string> check_config(const TrainConfig& c) {
   const auto& m = c.model;
-  if (m.vocab < 3) return fmt::format("vocab {} must be at least 3", m.vocab);
-  if (m.d_model < 1 || m.d_embed < 1) return "d_model and d_embed must be positive";
+  if (m.vocab < 3) return fmt::format("--vocab {} must be at least 3", m.vocab);
+  if (m.d_embed < 1) return fmt::format("--d-embed {} must be positive", m.d_embed);
+  if (m.d_model < 1) return fmt::format("--d-model {} must be positive", m.d_model);
   if (m.heads < 1 || m.d_model % m.heads != 0) {
-    return fmt::format("d_model {} is not divisible by heads {}", m.d_model, m.heads);
+    return fmt::format("--d-model {} is not divisible by --heads {}", m.d_model, m.heads);
   }
-  if (m.layers < 0) return fmt::format("layers {} is negative", m.layers);
-  if (m.seq_len < 1) return fmt::format("seq_len {} must be positive", m.seq_len);
+  if (m.layers < 0) return fmt::format("--layers {} is negative", m.layers);
+  if (m.seq_len < 1) return fmt::format("--seq-len {} must be positive", m.seq_len);
   if (!(c.sim_compute_s >= 0) || !std::isfinite(c.sim_compute_s)) {
     return fmt::format("--sim-compute-s {} must be a finite number >= 0", c.sim_compute_s);
   }
@@ -63,53 +66,138 @@ std::optional<std::string> check_config(const TrainConfig& c) {
            "mpirun the compute is real";
   }
   if (m.head != "full" && m.head != "adaptive") {
-    return fmt::format("head '{}' is not full or adaptive", m.head);
+    return fmt::format("--head '{}' is not full or adaptive", m.head);
   }
   if (m.head == "adaptive") {
-    if (m.cutoffs.empty()) return "the adaptive head needs cutoffs";
+    if (m.cutoffs.empty()) return "--head adaptive needs --cutoffs";
     std::int64_t prev = 0;
     for (auto cut : m.cutoffs) {
       if (cut <= prev || cut >= m.vocab) {
-        return fmt::format("adaptive cutoffs must ascend within (0, vocab = {}), got {}", m.vocab,
-                           cut);
+        return fmt::format("--cutoffs must ascend within (0, --vocab {}), got {}", m.vocab, cut);
       }
       prev = cut;
     }
   }
-  if (c.batch < 1) return fmt::format("batch {} must be positive", c.batch);
-  if (c.steps < 0) return fmt::format("steps {} is negative", c.steps);
-  if (!(c.lr > 0) || !(c.embed_lr > 0)) return "learning rates must be positive";
-  if (c.weight_decay < 0) return "weight_decay is negative";
-  if (c.warmup_steps < 0) return "warmup_steps is negative";
-  if (!(c.topk >= 0 && c.topk < 1)) return fmt::format("topk {} is not in [0, 1)", c.topk);
-  if (c.bucket_bytes < 4) return "bucket_bytes must hold at least one float";
-  if (c.eval_every < 0 || c.eval_windows < 1) return "eval_every >= 0 and eval_windows >= 1";
-  if (c.log_every < 1) return "log_every must be positive";
-  if (c.checkpoint_every < 0) return "checkpoint_every is negative";
-  if (c.keep_checkpoints < 1) return "keep_checkpoints must be at least 1";
+  if (c.batch < 1) return fmt::format("--batch {} must be positive", c.batch);
+  if (c.steps < 0) return fmt::format("--steps {} is negative", c.steps);
+  if (!(c.lr > 0)) return fmt::format("--lr {} must be positive", c.lr);
+  if (!(c.embed_lr > 0)) return fmt::format("--embed-lr {} must be positive", c.embed_lr);
+  if (!(c.weight_decay >= 0)) return fmt::format("--weight-decay {} is negative", c.weight_decay);
+  if (c.warmup_steps < 0) return fmt::format("--warmup-steps {} is negative", c.warmup_steps);
+  if (!(c.topk >= 0 && c.topk < 1)) return fmt::format("--topk {} is not in [0, 1)", c.topk);
+  if (c.bucket_bytes < 4) {
+    return fmt::format("--bucket-bytes {} must hold at least one float (4 bytes)", c.bucket_bytes);
+  }
+  if (c.eval_every < 0) return fmt::format("--eval-every {} is negative", c.eval_every);
+  if (c.eval_windows < 1)
+    return fmt::format("--eval-windows {} must be at least 1", c.eval_windows);
+  if (c.log_every < 1) return fmt::format("--log-every {} must be positive", c.log_every);
+  if (c.checkpoint_every < 0) {
+    return fmt::format("--checkpoint-every {} is negative", c.checkpoint_every);
+  }
+  if (c.keep_checkpoints < 1) {
+    return fmt::format("--keep-checkpoints {} must be at least 1", c.keep_checkpoints);
+  }
+  if (c.dump_grads_steps < 0) {
+    return fmt::format("--dump-grads-steps {} is negative", c.dump_grads_steps);
+  }
   if ((c.resume || !c.resume_from.empty() || c.checkpoint_every > 0) && c.out.empty()) {
-    return "checkpoints and --resume need --out DIR";
+    return "--checkpoint-every, --resume and --resume-from need --out DIR";
   }
   if (c.resume && !c.resume_from.empty()) return "--resume and --resume-from exclude each other";
   const auto& names = sync::scheme_names();
-  if (std::find(names.begin(), names.end(), c.sync) == names.end()) {
-    std::string valid;
-    for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
-    return fmt::format("unknown sync scheme '{}' (valid: {})", c.sync, valid);
+  auto valid = [&] {
+    std::string v;
+    for (const auto& n : names) v += (v.empty() ? "" : ", ") + n;
+    return v;
+  };
+  auto known = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  if (!known(c.sync))
+    return fmt::format("--sync: unknown scheme '{}' (valid: {})", c.sync, valid());
+  for (const auto& n : c.compare_schemes) {
+    if (!known(n)) {
+      return fmt::format("--compare-schemes: unknown scheme '{}' (valid: {})", n, valid());
+    }
   }
   return std::nullopt;
 }
 
 namespace {
 
-// Runs `f` on this rank; any exception becomes the same CollectiveError on every rank.
+// Runs `f` on this rank; any exception becomes the same CollectiveError on every rank. LibTorch's
+// own errors lose their C++ stack trace (c10::Error::what() carries one): the message is for users.
 template <class F>
 void agreed(Communicator& comm, F&& f) {
   std::optional<std::string> problem;
   try {
     f();
+  } catch (const c10::Error& e) {
+    problem = e.what_without_backtrace();
   } catch (const std::exception& e) {
     problem = e.what();
+  }
+  comm.agree(problem);
+}
+
+// Every rank must run the same number of steps, evaluations, checkpoints and compared schemes, so
+// every rank must have the same settings: ranks started with different ones (an MPMD launch, a
+// config file that differs between hosts) stop here with an error naming the first difference,
+// instead of running different sequences of collectives (a hang). Paths are left out: a host may
+// name its own copy of the corpus or output directory.
+void agree_settings(Communicator& comm, const TrainConfig& c) {
+  const auto& m = c.model;
+  const nlohmann::json mine{{"preset", c.preset},
+                            {"vocab", m.vocab},
+                            {"d-embed", m.d_embed},
+                            {"d-model", m.d_model},
+                            {"layers", m.layers},
+                            {"heads", m.heads},
+                            {"seq-len", m.seq_len},
+                            {"head", m.head},
+                            {"cutoffs", m.cutoffs},
+                            {"batch", c.batch},
+                            {"steps", c.steps},
+                            {"seed", c.seed},
+                            {"lr", c.lr},
+                            {"embed-lr", c.embed_lr},
+                            {"weight-decay", c.weight_decay},
+                            {"warmup-steps", c.warmup_steps},
+                            {"sync", c.sync},
+                            {"topk", c.topk},
+                            {"bucket-bytes", c.bucket_bytes},
+                            {"eval-every", c.eval_every},
+                            {"eval-windows", c.eval_windows},
+                            {"log-every", c.log_every},
+                            {"out", !c.out.empty()},
+                            {"checkpoint-every", c.checkpoint_every},
+                            {"keep-checkpoints", c.keep_checkpoints},
+                            {"resume", c.resume || !c.resume_from.empty()},
+                            {"dump-grads", !c.dump_grads.empty()},
+                            {"dump-grads-steps", c.dump_grads_steps},
+                            {"compare-schemes", c.compare_schemes},
+                            {"sim-compute-s", c.sim_compute_s}};
+  std::string text = mine.dump();
+  std::uint64_t length = text.size();
+  comm.broadcast(std::span<std::uint64_t>(&length, 1), 0);
+  std::string leader(length, '\0');
+  if (comm.rank() == 0) leader = text;
+  comm.broadcast(std::span<char>(leader.data(), leader.size()), 0);
+  std::optional<std::string> problem;
+  if (leader != text) {
+    const auto theirs = nlohmann::json::parse(leader, nullptr, false);
+    for (const auto& [key, value] : mine.items()) {
+      if (theirs.is_discarded() || !theirs.contains(key) || theirs[key] != value) {
+        problem = fmt::format(
+            "this rank's settings differ from rank 0's: --{} {} here, {} on rank 0 (every rank "
+            "must be started with the same options)",
+            key, value.dump(),
+            theirs.is_discarded() ? "?" : theirs.value(key, nlohmann::json()).dump());
+        break;
+      }
+    }
+    if (!problem) problem = "this rank's settings differ from rank 0's";
   }
   comm.agree(problem);
 }
@@ -424,19 +512,15 @@ std::string plot_loss(const std::filesystem::path& out) {
   return png.string();
 }
 
-struct ShapeRecord {
-  static torch::Tensor of(const ModelShape& s) {
-    return torch::tensor({static_cast<std::int64_t>(s.vocab), static_cast<std::int64_t>(s.d_embed),
-                          static_cast<std::int64_t>(s.d_model), static_cast<std::int64_t>(s.layers),
-                          static_cast<std::int64_t>(s.heads), static_cast<std::int64_t>(s.seq_len),
-                          static_cast<std::int64_t>(s.head == "adaptive")});
+// FNV-1a of the vocabulary's words, one per line: tells checkpoints of another vocabulary apart.
+std::uint64_t vocabulary_fingerprint(const Vocabulary& vocab) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::size_t id = 0; id < vocab.size(); ++id) {
+    const std::string line = vocab.word(static_cast<std::uint32_t>(id)) + "\n";
+    h = util::fnv1a({reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}, h);
   }
-  static std::string describe(const torch::Tensor& t) {
-    auto a = t.accessor<std::int64_t, 1>();
-    return fmt::format("vocab {}, d_embed {}, d_model {}, layers {}, heads {}, seq_len {}, {} head",
-                       a[0], a[1], a[2], a[3], a[4], a[5], a[6] ? "adaptive" : "full");
-  }
-};
+  return h;
+}
 
 template <class Index>
 int run(Communicator& comm, const TrainConfig& cfg);
@@ -445,6 +529,7 @@ int run(Communicator& comm, const TrainConfig& cfg);
 
 int train(Communicator& comm, const TrainConfig& cfg) {
   comm.agree(check_config(cfg));
+  agree_settings(comm, cfg);
   const std::uint64_t M = static_cast<std::uint64_t>(cfg.model.vocab) * cfg.model.d_embed;
   return M < (std::uint64_t{1} << 32) ? run<std::uint32_t>(comm, cfg)
                                       : run<std::uint64_t>(comm, cfg);
@@ -509,6 +594,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   // Resume.
   int start = 0;
   const std::filesystem::path out = cfg.out;
+  const RunRecord this_run = run_record(cfg, world, vocabulary_fingerprint(data.vocab));
   if (cfg.resume || !cfg.resume_from.empty()) {
     agreed(comm, [&] {
       std::filesystem::path file = cfg.resume_from;
@@ -532,24 +618,33 @@ int run(Communicator& comm, const TrainConfig& cfg) {
             fmt::format("{} (refused); the previous one, {}, can be used with --resume-from {}",
                         e.what(), previous, previous));
       }
-      torch::Tensor shape;
-      ar.read("shape", shape, true);
-      if (!torch::equal(shape, ShapeRecord::of(cfg.model))) {
-        throw CheckpointError(fmt::format("checkpoint {} holds a model of {}, this run asks for {}",
-                                          file.string(), ShapeRecord::describe(shape),
-                                          ShapeRecord::describe(ShapeRecord::of(cfg.model))));
+      // Refuse what this run cannot continue before any tensor is loaded.
+      const auto check = check_resume(read_run_record(file, ar), this_run);
+      if (!check.refusals.empty()) {
+        throw CheckpointError(
+            fmt::format("checkpoint {} {}", file.string(), fmt::join(check.refusals, "; and it ")));
       }
-      torch::NoGradGuard no_grad;
-      model->load(ar);
-      torch::serialize::InputArchive opt_ar;
-      ar.read("dense_optimizer", opt_ar);
-      dense_opt.load(opt_ar);
-      ar.read("embed_adam_m", embed_opt.m, true);
-      ar.read("embed_adam_v", embed_opt.v, true);
-      if (cfg.topk > 0) {
-        torch::Tensor residual;
-        ar.read("topk_residual_rank" + std::to_string(rank), residual, true);
-        dense_sync.set_residual(residual);
+      if (leader && !cfg.quiet) {
+        for (const auto& note : check.notes) {
+          fmt::print("atoll train: note: checkpoint {}: {}\n", file.string(), note);
+        }
+      }
+      try {
+        torch::NoGradGuard no_grad;
+        model->load(ar);
+        torch::serialize::InputArchive opt_ar;
+        ar.read("dense_optimizer", opt_ar);
+        dense_opt.load(opt_ar);
+        ar.read("embed_adam_m", embed_opt.m, true);
+        ar.read("embed_adam_v", embed_opt.v, true);
+        if (cfg.topk > 0) {
+          torch::Tensor residual;
+          ar.read("topk_residual_rank" + std::to_string(rank), residual, true);
+          dense_sync.set_residual(residual);
+        }
+      } catch (const c10::Error& e) {
+        throw CheckpointError(fmt::format("checkpoint {}: cannot load its state ({})",
+                                          file.string(), e.what_without_backtrace()));
       }
       start = static_cast<int>(step);
       if (start > cfg.steps) {
@@ -557,6 +652,16 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                                           file.string(), start, cfg.steps));
       }
     });
+    // Each rank read the checkpoint itself: on hosts that see different files (an --out that is
+    // not shared) they could resume from different steps and then run different numbers of steps.
+    const int lo = comm.allreduce_value<std::int32_t>(start, ReduceOp::min);
+    const int hi = comm.allreduce_value<std::int32_t>(start, ReduceOp::max);
+    if (lo != hi) {
+      comm.agree(
+          fmt::format("ranks resumed from different steps ({} to {}): every rank must see the same "
+                      "checkpoint, so --out must be one directory shared by all hosts",
+                      lo, hi));
+    }
     if (leader && !cfg.quiet) fmt::print("atoll train: resumed after step {}\n", start);
   }
 
@@ -647,7 +752,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     if (fixed_compute) comm.fixed_compute_end(cfg.sim_compute_s);
     const double model_s = fixed_compute ? cfg.sim_compute_s : comm.wtime() - t0;
     auto local = embedding_gradient<Index>(embedding);
-    if (!cfg.dump_grads.empty() && step - start <= cfg.dump_grads_steps) {
+    if (!cfg.dump_grads.empty() &&
+        (cfg.dump_grads_steps == 0 || step - start <= cfg.dump_grads_steps)) {
       agreed(comm, [&] {
         sparse::write_trace(sparse::trace_path(cfg.dump_grads, step, rank), local, rank, world,
                             step);
@@ -785,7 +891,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
         ar.write("dense_optimizer", opt_ar);
         ar.write("embed_adam_m", embed_opt.m, true);
         ar.write("embed_adam_v", embed_opt.v, true);
-        ar.write("shape", ShapeRecord::of(cfg.model), true);
+        write_run_record(ar, this_run);
         write_checkpoint(checkpoint_path(out, step), step, ar);
         prune_checkpoints(out, cfg.keep_checkpoints);
       });

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "atoll/sparse/sparse_gradient.h"
 
@@ -47,5 +48,8 @@ SparseGradient<Index> read_trace(const std::filesystem::path& file, TraceHeader*
 
 // Steps present in a trace directory for `rank` (sorted).
 std::vector<std::uint64_t> trace_steps(const std::filesystem::path& dir, int rank);
+
+// Sorted steps as ranges for a message: "1-3, 7, 9-10" ("none" when empty).
+std::string describe_steps(const std::vector<std::uint64_t>& steps);
 
 }  // namespace atl::sparse

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ struct TrainConfig {
   bool resume = false;       // continue from the newest checkpoint in out/checkpoints
   std::string resume_from;   // continue from this checkpoint file
   std::string dump_grads;    // write the embedding gradient of each rank as traces here
-  int dump_grads_steps = 2;  // ... for the first N steps
+  int dump_grads_steps = 0;  // ... for the first N steps of this run only (0 = every step)
   bool plot = true;          // gnuplot loss curve at the end (out/loss.png)
   bool quiet = false;        // no progress lines
   // Benchmark mode: every step also synchronizes the same embedding gradient with each of these
