@@ -190,6 +190,66 @@ else
   echo "FAIL wan-sim-plan-one-continent"; echo "$out"; failures=$((failures + 1))
 fi
 
+# issue 13: train / analyze
+# expect_error_mpmd NAME PATTERN: like expect_error, rank 0 runs "${mpmd0[@]}" and rank 1
+# "${mpmd1[@]}" (ranks started with different settings or seeing different files).
+expect_error_mpmd() {
+  local name=$1 pattern=$2 out rc
+  out=$(timeout 60 mpirun --oversubscribe -np 1 "$atoll" "${mpmd0[@]}" : -np 1 "$atoll" \
+    "${mpmd1[@]}" 2>&1)
+  rc=$?
+  if [ $rc -eq 124 ]; then
+    echo "FAIL $name: hung (killed after 60 s)"; failures=$((failures + 1)); return
+  fi
+  if [ $rc -eq 0 ]; then
+    echo "FAIL $name: exit status 0"; echo "$out"; failures=$((failures + 1)); return
+  fi
+  for rank in 0 1; do
+    if ! grep -E "rank $rank" <<<"$out" | grep -qE "$pattern"; then
+      echo "FAIL $name: rank $rank did not report /$pattern/"; echo "$out"
+      failures=$((failures + 1)); return
+    fi
+  done
+  if grep -qiE "segmentation|core dumped|terminate called" <<<"$out"; then
+    echo "FAIL $name: crashed"; echo "$out"; failures=$((failures + 1)); return
+  fi
+  echo "ok   $name"
+}
+tiny=(train --preset tiny --batch 4 --eval-every 0 --eval-windows 8 --plot false --quiet)
+# Resume refuses checkpoints this run cannot continue, naming the difference (not LibTorch's
+# exception): another world size, top-k residuals missing.
+timeout 120 "$atoll" "${tiny[@]}" --steps 2 --out "$tmp/r1" >/dev/null 2>&1 &&
+  timeout 120 mpirun --oversubscribe -np 2 "$atoll" "${tiny[@]}" --steps 2 --checkpoint-every 1 \
+    --out "$tmp/r2" >/dev/null 2>&1 ||
+  { echo "FAIL train for resume checks"; failures=$((failures + 1)); }
+expect_error resume-world-size "step-00000002.ckpt was written by 1 rank; this run has 2" \
+  "${tiny[@]}" --steps 3 --out "$tmp/r1" --resume
+expect_error resume-without-topk "written without --topk; this run uses --topk 0.01" \
+  "${tiny[@]}" --steps 3 --out "$tmp/r2" --resume-from "$tmp/r2/checkpoints/step-00000002.ckpt" \
+  --topk 0.01
+# Errors name the flags a user typed.
+expect_error flag-names "error.*--log-every 0 must be positive" "${tiny[@]}" --log-every 0
+expect_error flag-names-bucket "error.*--bucket-bytes 2 " "${tiny[@]}" --bucket-bytes 2
+# The README's trace example: --dump-grads dumps every step; analyze names the steps present.
+if timeout 120 mpirun --oversubscribe -np 2 "$atoll" "${tiny[@]}" --dump-grads "$tmp/traces" \
+    --steps 3 >"$tmp/dump-grads.out" 2>&1 &&
+  timeout 60 "$atoll" analyze --trace "$tmp/traces" --step 3 >>"$tmp/dump-grads.out" 2>&1 &&
+  grep -q "(step 3)" "$tmp/dump-grads.out" && grep -qE "^workers +2" "$tmp/dump-grads.out"; then
+  echo "ok   readme-trace-example"
+else
+  echo "FAIL readme-trace-example"; cat "$tmp/dump-grads.out"; failures=$((failures + 1))
+fi
+expect_error analyze-missing-step "no trace of step 9 .*steps present: 1-3" analyze \
+  --trace "$tmp/traces" --step 9
+# Ranks started with different settings, or resuming different checkpoints, stop with an error
+# naming the difference instead of running different numbers of steps (a hang).
+mpmd0=("${tiny[@]}" --steps 2) mpmd1=("${tiny[@]}" --steps 3)
+expect_error_mpmd settings-differ "settings differ.*--steps 3 here, 2 on rank 0"
+cp -r "$tmp/r2" "$tmp/r2b" && rm "$tmp/r2b/checkpoints/step-00000002.ckpt"
+mpmd0=("${tiny[@]}" --steps 3 --out "$tmp/r2" --resume)
+mpmd1=("${tiny[@]}" --steps 3 --out "$tmp/r2b" --resume)
+expect_error_mpmd resume-different-checkpoints "resumed from different steps \\(1 to 2\\)"
+
 # And the good traces run and verify.
 if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/good" --verify \
     --repeat 1 >"$tmp/good.out" 2>&1; then
