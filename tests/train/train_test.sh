@@ -113,7 +113,7 @@ expect_error config-unknown-scheme 2 "nope" train --config "$tmp/bad-sync.json"
 expect_error unknown-scheme 2 "sync: .*nope" "${common[@]}" --sync nope
 expect_error unknown-preset 2 "preset: .*huge" "${common[@]}" --preset huge
 expect_error vocab-too-large 2 "vocabulary of 60000 words requested" "${common[@]}" --vocab 60000
-expect_error heads 2 "not divisible by heads" "${common[@]}" --heads 5
+expect_error heads 2 "d-model 64 is not divisible by --heads 5" "${common[@]}" --heads 5
 expect_error sim-compute-under-mpirun 2 "applies only under simulation" "${common[@]}" \
   --sim-compute-s 0.05
 expect_error sim-compute-negative 2 "sim-compute-s -1 must be a finite number" "${common[@]}" --sim-compute-s -1
