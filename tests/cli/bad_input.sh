@@ -23,7 +23,7 @@ expect_error() {
     echo "FAIL $name: exit status 0"; echo "$out"; failures=$((failures + 1)); return
   fi
   for rank in 0 1; do
-    if ! grep -E "rank $rank" <<<"$out" | grep -qE "$pattern"; then
+    if ! grep -E "rank $rank" <<<"$out" | grep -qE -e "$pattern"; then
       echo "FAIL $name: rank $rank did not report /$pattern/"; echo "$out"
       failures=$((failures + 1)); return
     fi
@@ -205,7 +205,7 @@ expect_error_mpmd() {
     echo "FAIL $name: exit status 0"; echo "$out"; failures=$((failures + 1)); return
   fi
   for rank in 0 1; do
-    if ! grep -E "rank $rank" <<<"$out" | grep -qE "$pattern"; then
+    if ! grep -E "rank $rank" <<<"$out" | grep -qE -e "$pattern"; then
       echo "FAIL $name: rank $rank did not report /$pattern/"; echo "$out"
       failures=$((failures + 1)); return
     fi
