@@ -624,9 +624,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
         throw CheckpointError(
             fmt::format("checkpoint {} {}", file.string(), fmt::join(check.refusals, "; and it ")));
       }
-      if (leader && !cfg.quiet) {
+      if (leader) {  // also under --quiet: a resumed run that differs should say so
         for (const auto& note : check.notes) {
-          fmt::print("atoll train: note: checkpoint {}: {}\n", file.string(), note);
+          fmt::print(stderr, "atoll train: note: checkpoint {}: {}\n", file.string(), note);
         }
       }
       try {
