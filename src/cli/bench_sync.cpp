@@ -51,13 +51,14 @@ SparseGradient<Index> load_trace(Communicator& comm, const std::string& dir, std
   SparseGradient<Index> g;
   try {
     std::uint64_t s = 0;
-    if (step >= 0) {
-      s = static_cast<std::uint64_t>(step);
-    } else {
-      const auto steps = sparse::trace_steps(dir, comm.rank());
-      if (steps.empty())
-        throw sparse::InvalidGradient(fmt::format("no trace of rank {} in {}", comm.rank(), dir));
-      s = steps.front();
+    const auto steps = sparse::trace_steps(dir, comm.rank());
+    if (steps.empty())
+      throw sparse::InvalidGradient(fmt::format("no trace of rank {} in {}", comm.rank(), dir));
+    s = step >= 0 ? static_cast<std::uint64_t>(step) : steps.front();
+    if (std::find(steps.begin(), steps.end(), s) == steps.end()) {
+      throw sparse::InvalidGradient(
+          fmt::format("no trace of step {} of rank {} in {} (steps present: {})", s, comm.rank(),
+                      dir, sparse::describe_steps(steps)));
     }
     sparse::TraceHeader h;
     g = sparse::read_trace<Index>(sparse::trace_path(dir, s, comm.rank()), &h);

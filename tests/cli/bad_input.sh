@@ -241,6 +241,8 @@ else
 fi
 expect_error analyze-missing-step "no trace of step 9 .*steps present: 1-3" analyze \
   --trace "$tmp/traces" --step 9
+expect_error bench-missing-step "no trace of step 9 of rank .*steps present: 1-3" bench sync \
+  --trace "$tmp/traces" --step 9
 # Ranks started with different settings, or resuming different checkpoints, stop with an error
 # naming the difference instead of running different numbers of steps (a hang).
 mpmd0=("${tiny[@]}" --steps 2) mpmd1=("${tiny[@]}" --steps 3)
