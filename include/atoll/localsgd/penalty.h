@@ -60,11 +60,12 @@ struct PenaltyOptions {
 };
 
 // Online EWMA anomaly detector of one norm series (one layer of one worker).
-// Update rule (the reference's, notes item 3): δ = x − μ; μ ← μ + α·δ; σ² ← (1 − α)·(σ² + α·δ·(x −
-// μ)) with the new μ, i.e. σ² ← (1 − α)·(σ² + α(1 − α)δ²); Finch's EWMA variance (2009,
-// "Incremental calculation of weighted mean and variance", Sec. 9) has α·δ² there, a (1 − α)
-// difference. Outlier iff x is not finite, or, after warm-up, z > threshold · max(1, std(window))
-// (one-sided: a norm far below the mean is fine).
+// Update rule (the reference's, notes item 3), with μ' the updated mean:
+//   δ = x − μ;  μ' = μ + α·δ;  σ'² = (1 − α)·(σ² + α·δ·(x − μ')) = (1 − α)·(σ² + α(1 − α)·δ²).
+// Finch's EWMA variance (2009, "Incremental calculation of weighted mean and variance", Sec. 9)
+// has α·δ² in the bracket: a (1 − α) difference, negligible at α = 0.02.
+// Outlier iff x is not finite, or, after warm-up, z > threshold · max(1, std(window)) (one-sided:
+// a norm far below the mean is fine).
 class EwmaAnomalyDetector {
  public:
   // Arguments as in PenaltyOptions (not re-validated here: PenaltyOptions::validate() does).
