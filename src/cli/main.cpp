@@ -297,6 +297,22 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--corpus", tc.corpus,
                         "Brown corpus directory (default: the cache of scripts/fetch-corpus)");
   train_cmd->add_option("--seed", tc.seed, "seed (initialisation and batches)");
+  train_cmd
+      ->add_option("--strategy", tc.strategy,
+                   "ddp (data-parallel, the default) | diloco (local SGD, outer Nesterov step)")
+      ->check(CLI::IsMember({"ddp", "diloco"}));
+  train_cmd->add_option("--sync-every", tc.sync_every,
+                        "diloco: inner steps H between synchronizations");
+  train_cmd->add_option("--sync-warmup-steps", tc.sync_warmup_steps,
+                        "diloco: data-parallel steps before local steps begin (not --warmup-steps, "
+                        "the learning-rate warm-up)");
+  train_cmd->add_option("--outer-lr", tc.outer_lr, "diloco: outer SGD learning rate");
+  train_cmd->add_option("--outer-momentum", tc.outer_momentum,
+                        "diloco: outer Nesterov momentum (0 = plain SGD)");
+  train_cmd
+      ->add_option("--optimizer", tc.optimizer,
+                   "inner optimizer: adamw | sgd (plain SGD: no momentum, no weight decay)")
+      ->check(CLI::IsMember({"adamw", "sgd"}));
   train_cmd->add_option("--lr", tc.lr, "peak learning rate, dense parameters (AdamW)");
   train_cmd->add_option("--embed-lr", tc.embed_lr,
                         "peak learning rate, embedding rows (lazy AdamW)");

@@ -90,11 +90,22 @@ std::uint64_t read_checkpoint(const std::filesystem::path& file,
   return step;
 }
 
+std::filesystem::path rank_checkpoint_path(const std::filesystem::path& main_file, int rank) {
+  auto p = main_file;
+  p.replace_extension(fmt::format("rank-{:05}.ckpt", rank));
+  return p;
+}
+
 void prune_checkpoints(const std::filesystem::path& out, int keep) {
   auto files = list_checkpoints(out);
   std::error_code ec;
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < files.size(); ++i) {
     std::filesystem::remove(files[i], ec);
+    // Its per-rank files (local SGD: step-N.rank-RRRRR.ckpt).
+    const auto stem = files[i].stem().string() + ".rank-";
+    for (const auto& e : std::filesystem::directory_iterator(files[i].parent_path(), ec)) {
+      if (e.path().filename().string().rfind(stem, 0) == 0) std::filesystem::remove(e.path(), ec);
+    }
   }
 }
 
@@ -135,6 +146,8 @@ RunRecord run_record(const TrainConfig& c, int world, std::uint64_t vocabulary_f
   r.warmup_steps = c.warmup_steps;
   r.seed = c.seed;
   r.sync = c.sync;
+  r.strategy = c.strategy;
+  r.optimizer = c.optimizer;
   r.settings_known = true;
   r.vocabulary_fnv = vocabulary_fnv;
   return r;
@@ -152,6 +165,8 @@ void write_run_record(torch::serialize::OutputArchive& archive, const RunRecord&
                          {"warmup_steps", r.warmup_steps},
                          {"seed", r.seed},
                          {"sync", r.sync},
+                         {"strategy", r.strategy},
+                         {"optimizer", r.optimizer},
                          {"vocabulary_fnv", r.vocabulary_fnv}};
   archive.write("run", c10::IValue(j.dump()));
 }
@@ -188,6 +203,8 @@ RunRecord read_run_record(const std::filesystem::path& file,
       r.warmup_steps = j.at("warmup_steps").get<int>();
       r.seed = j.at("seed").get<std::uint64_t>();
       r.sync = j.at("sync").get<std::string>();
+      r.strategy = j.value("strategy", std::string("ddp"));
+      r.optimizer = j.value("optimizer", std::string("adamw"));
       r.vocabulary_fnv = j.at("vocabulary_fnv").get<std::uint64_t>();
       r.settings_known = true;
     } else if (r.topk_residuals > 0) {
@@ -228,6 +245,18 @@ ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now) {
         "was written without --topk; this run uses --topk {} (its error-feedback residuals are "
         "missing: resume without --topk, or start a new run)",
         now.topk));
+  }
+  if (saved.strategy != now.strategy) {
+    refuse.push_back(fmt::format(
+        "was written by --strategy {}; this run uses --strategy {} (their states differ: resume "
+        "with --strategy {}, or start a new run)",
+        saved.strategy, now.strategy, saved.strategy));
+  }
+  if (saved.optimizer != now.optimizer) {
+    refuse.push_back(fmt::format(
+        "was written with --optimizer {}; this run uses --optimizer {} (the inner optimizer's "
+        "state differs)",
+        saved.optimizer, now.optimizer));
   }
   if (saved.vocabulary_fnv != 0 && saved.vocabulary_fnv != now.vocabulary_fnv &&
       saved.shape.vocab == now.shape.vocab) {

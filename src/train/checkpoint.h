@@ -38,7 +38,12 @@ void write_checkpoint(const std::filesystem::path& file, std::uint64_t step,
 std::uint64_t read_checkpoint(const std::filesystem::path& file,
                               torch::serialize::InputArchive& archive);
 
-// Deletes all but the newest `keep` checkpoints.
+// A rank's own part of the checkpoint `main_file` (local SGD: replicas differ), beside it:
+// step-N.rank-RRRRR.ckpt, in the same container. Written by every rank before rank 0 writes the
+// main file, so a main file implies its rank files.
+std::filesystem::path rank_checkpoint_path(const std::filesystem::path& main_file, int rank);
+
+// Deletes all but the newest `keep` checkpoints (with their per-rank files).
 void prune_checkpoints(const std::filesystem::path& out, int keep);
 
 // What a checkpoint records about the run that wrote it, beside its tensors. Archive keys: "shape"
@@ -56,6 +61,9 @@ struct RunRecord {
   int batch = 0, warmup_steps = 0;
   std::uint64_t seed = 0;
   std::string sync;
+  // Refused when they differ: another strategy or inner optimizer holds other state. "ddp" and
+  // "adamw" for checkpoints written before they were recorded.
+  std::string strategy = "ddp", optimizer = "adamw";
   bool settings_known = false;
   std::uint64_t vocabulary_fnv = 0;  // FNV-1a of the word list, one word per line; 0: unknown
 };

@@ -77,4 +77,11 @@ torch::Tensor GptImpl::loss(const torch::Tensor& tokens) {
   return torch::nn::functional::cross_entropy(head_full(x), targets);
 }
 
+torch::Tensor to_tensor(const std::vector<std::int64_t>& tokens, int seq_len) {
+  const auto rows = static_cast<std::int64_t>(tokens.size()) / (seq_len + 1);
+  return torch::from_blob(const_cast<std::int64_t*>(tokens.data()), {rows, seq_len + 1},
+                          torch::kLong)
+      .clone();
+}
+
 }  // namespace atl::train

@@ -35,4 +35,8 @@ struct GptImpl : torch::nn::Module {
 };
 TORCH_MODULE(Gpt);
 
+// Token windows (rows of seq_len + 1 ids, as sample_batch and validation_windows give them) as a
+// rows × (seq_len + 1) tensor.
+torch::Tensor to_tensor(const std::vector<std::int64_t>& tokens, int seq_len);
+
 }  // namespace atl::train

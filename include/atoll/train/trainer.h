@@ -32,6 +32,15 @@ struct TrainConfig {
   int batch = 16;      // sequences per rank per step
   int steps = 300;
   std::uint64_t seed = 1;
+  // Training strategy: ddp (synchronous data-parallel: gradients summed every step) or diloco
+  // (local SGD: --sync-every H inner steps per worker, then pseudo-gradients averaged and an
+  // outer Nesterov-SGD step on the synchronized parameters; docs/train.md).
+  std::string strategy = "ddp";
+  int sync_every = 50;          // diloco: H, inner steps between synchronizations
+  int sync_warmup_steps = 0;    // diloco: data-parallel steps before local steps begin
+  double outer_lr = 0.7;        // diloco: outer SGD learning rate
+  double outer_momentum = 0.9;  // diloco: outer Nesterov momentum (0 = plain SGD)
+  std::string optimizer = "adamw";  // inner optimizer: adamw | sgd (no momentum, no decay)
   double lr = 3e-3;        // dense parameters (AdamW), peak
   double embed_lr = 3e-3;  // embedding rows (lazy AdamW), peak
   double weight_decay = 0.01;

@@ -1,0 +1,84 @@
+#include "engine.h"
+
+#include <string>
+
+namespace atl::train {
+
+Engine::Engine(comm::Communicator& comm, const TrainConfig& cfg)
+    : model(cfg.model), weight_decay(cfg.weight_decay) {
+  // No torch guard may span a communicator call: under SMPI all ranks share one OS thread, and
+  // torch's grad mode is thread-local (a guard held across a yield leaks into other ranks).
+  for (auto& p : model->parameters()) {
+    comm.broadcast(std::span<float>(p.data_ptr<float>(), static_cast<std::size_t>(p.numel())), 0);
+  }
+  embedding = model->tok->weight;
+  std::vector<torch::Tensor> decay, no_decay;
+  for (auto& np : model->named_parameters()) {
+    if (np.value().is_same(embedding)) continue;
+    dense.push_back(np.value());
+    (np.value().dim() >= 2 ? decay : no_decay).push_back(np.value());
+  }
+  if (cfg.optimizer == "sgd") {
+    dense_opt = std::make_unique<torch::optim::SGD>(dense, torch::optim::SGDOptions(cfg.lr));
+  } else {
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay,
+                        std::make_unique<torch::optim::AdamWOptions>(
+                            torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay)));
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                      torch::optim::AdamWOptions(cfg.lr).weight_decay(0)));
+    dense_opt = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(cfg.lr));
+    embed_opt = std::make_unique<LazyAdamW>(embedding);
+  }
+  dense_sync = std::make_unique<DenseSync>(dense, cfg.bucket_bytes, cfg.topk);
+}
+
+void Engine::inner_step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t) {
+  for (auto& g : dense_opt->param_groups()) g.options().set_lr(dense_lr);
+  dense_opt->step();
+  if (embed_opt) {
+    embed_opt->step(embedding, rows, embed_lr, weight_decay, t);
+    return;
+  }
+  // Plain SGD on the touched rows: w ← w − lr·g.
+  const auto E = static_cast<std::size_t>(embedding.size(1));
+  float* w = embedding.data_ptr<float>();
+  const auto lr = static_cast<float>(embed_lr);
+  for (std::size_t k = 0; k < rows.rows.size(); ++k) {
+    float* row = w + static_cast<std::size_t>(rows.rows[k]) * E;
+    const float* g = rows.values.data() + k * E;
+    for (std::size_t j = 0; j < E; ++j) row[j] -= lr * g[j];
+  }
+}
+
+void Engine::save(torch::serialize::OutputArchive& ar, int world,
+                  const std::vector<float>& residuals) {
+  if (auto* topk = dense_sync->topk()) {
+    const auto n = static_cast<std::int64_t>(topk->elements());
+    for (int r = 0; r < world; ++r) {
+      ar.write("topk_residual_rank" + std::to_string(r),
+               torch::from_blob(const_cast<float*>(residuals.data()) + r * n, {n}).clone(), true);
+    }
+  }
+  model->save(ar);
+  torch::serialize::OutputArchive opt_ar;
+  dense_opt->save(opt_ar);
+  ar.write("dense_optimizer", opt_ar);
+  if (embed_opt) embed_opt->save(ar, "embed_adam");
+}
+
+void Engine::load(torch::serialize::InputArchive& ar, int rank) {
+  torch::NoGradGuard no_grad;
+  model->load(ar);
+  torch::serialize::InputArchive opt_ar;
+  ar.read("dense_optimizer", opt_ar);
+  dense_opt->load(opt_ar);
+  if (embed_opt) embed_opt->load(ar, "embed_adam");
+  if (auto* topk = dense_sync->topk()) {
+    torch::Tensor residual;
+    ar.read("topk_residual_rank" + std::to_string(rank), residual, true);
+    topk->set_residual(residual);
+  }
+}
+
+}  // namespace atl::train

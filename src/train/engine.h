@@ -1,0 +1,44 @@
+// One worker's model and inner optimizers: AdamW for the dense parameters (decay on matrices
+// only) and the row-wise AdamW for the embedding (--optimizer adamw), or plain SGD for both
+// (--optimizer sgd: no momentum, no weight decay); and the dense gradients' synchronization.
+// Private to src/train.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "atoll/comm/communicator.h"
+#include "atoll/train/trainer.h"
+#include "dense_sync.h"
+#include "embedding_rows.h"
+#include "lazy_adamw.h"
+#include "model.h"
+
+namespace atl::train {
+
+struct Engine {
+  Gpt model;
+  torch::Tensor embedding;           // model->tok->weight
+  std::vector<torch::Tensor> dense;  // every other parameter, in registration order
+  std::unique_ptr<torch::optim::Optimizer> dense_opt;
+  std::unique_ptr<LazyAdamW> embed_opt;  // adamw only
+  std::unique_ptr<DenseSync> dense_sync;
+  double weight_decay = 0;
+
+  // The same initialisation on every rank (seeded by the caller), then rank 0's parameters
+  // broadcast so that ranks on different machines or library builds start identical. Collective.
+  Engine(comm::Communicator& comm, const TrainConfig& config);
+
+  // One inner optimizer step at global step t (1-based) from the parameters' gradients (dense)
+  // and the embedding's rows.
+  void inner_step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t);
+
+  // Checkpoint state: the model, the inner optimizers; the top-k residuals of all ranks come in
+  // rank order in `residuals` (gathered by the caller) and are read back for `rank`.
+  void save(torch::serialize::OutputArchive& ar, int world, const std::vector<float>& residuals);
+  void load(torch::serialize::InputArchive& ar, int rank);
+};
+
+}  // namespace atl::train

@@ -1,0 +1,33 @@
+// A list of parameter tensors seen as one flat float buffer, in list order: gradients are
+// gathered into it for bucketed allreduce or top-k, parameters for local-SGD state. Private to
+// src/train.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <span>
+#include <vector>
+
+namespace atl::train {
+
+class FlatParams {
+ public:
+  explicit FlatParams(std::vector<torch::Tensor> params);
+  std::size_t elements() const { return total_; }
+  const std::vector<torch::Tensor>& params() const { return params_; }
+
+  // Gradients into `flat` (elements() floats); a parameter without a gradient on this rank
+  // contributes zeros.
+  void gather_grads(std::span<float> flat) const;
+  // `flat` × scale becomes every parameter's gradient (allocated where missing).
+  void scatter_grads(std::span<const float> flat, float scale) const;
+  // Parameter values into / from `flat`.
+  void gather_values(std::span<float> flat) const;
+  void scatter_values(std::span<const float> flat) const;
+
+ private:
+  std::vector<torch::Tensor> params_;
+  std::size_t total_ = 0;
+};
+
+}  // namespace atl::train

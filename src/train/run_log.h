@@ -1,0 +1,33 @@
+// The run log of `atoll train` on rank 0: metrics.jsonl (one object per step; on resume the lines
+// after the checkpoint are dropped), progress lines, the final report and the loss plot. Free of
+// LibTorch. Private to src/train.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace atl::train {
+
+std::string format_duration(double seconds);  // H:MM:SS
+std::string format_bytes(double bytes);       // "1.23 MB"
+
+// loss.png from metrics.jsonl with gnuplot; returns the path, or "" with a warning on stderr.
+std::string plot_loss(const std::filesystem::path& out);
+
+class MetricsLog {
+ public:
+  // Opens out/metrics.jsonl for appending (nothing when `out` is empty), keeping only the lines
+  // of steps <= start_step (a resumed run rewrites what followed its checkpoint). Throws
+  // util::FileError when it cannot write.
+  void open(const std::filesystem::path& out, int start_step);
+  bool is_open() const { return file_.is_open(); }
+  void record(const nlohmann::json& line);
+  void close() { file_.close(); }
+
+ private:
+  std::ofstream file_;
+};
+
+}  // namespace atl::train

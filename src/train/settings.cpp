@@ -1,0 +1,224 @@
+#include "settings.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "atoll/sync/scheme.h"
+#include "atoll/util/files.h"
+
+namespace atl::train {
+
+using comm::Communicator;
+
+TrainConfig preset_config(const std::string& preset) {
+  TrainConfig c;
+  c.preset = preset;
+  if (preset == "tiny") {
+    // Fast on 2 cores: the demo and the tests.
+    c.model = ModelShape{16384, 64, 64, 2, 4, 32, "full", {}};
+    c.batch = 16;
+    c.steps = 300;
+  } else if (preset == "small") {
+    // Embedding-heavy, the shape of the Zen paper's LSTM language model: a 32k-word vocabulary
+    // embedded in 1024 dimensions (33.5 M parameters) projected to a 128-wide transformer; an
+    // adaptive softmax keeps the output layer small (so the embedding dominates the parameters).
+    c.model = ModelShape{32768, 1024, 128, 2, 4, 32, "adaptive", {2000, 10000}};
+    c.batch = 8;
+    c.steps = 2000;
+  } else {
+    throw std::invalid_argument(fmt::format("unknown preset '{}' (valid: tiny, small)", preset));
+  }
+  return c;
+}
+
+// Messages name the flags (config-file keys are the same names).
+std::optional<std::string> check_config(const TrainConfig& c) {
+  const auto& m = c.model;
+  if (m.vocab < 3) return fmt::format("--vocab {} must be at least 3", m.vocab);
+  if (m.d_embed < 1) return fmt::format("--d-embed {} must be positive", m.d_embed);
+  if (m.d_model < 1) return fmt::format("--d-model {} must be positive", m.d_model);
+  if (m.heads < 1 || m.d_model % m.heads != 0) {
+    return fmt::format("--d-model {} is not divisible by --heads {}", m.d_model, m.heads);
+  }
+  if (m.layers < 0) return fmt::format("--layers {} is negative", m.layers);
+  if (m.seq_len < 1) return fmt::format("--seq-len {} must be positive", m.seq_len);
+  if (!(c.sim_compute_s >= 0) || !std::isfinite(c.sim_compute_s)) {
+    return fmt::format("--sim-compute-s {} must be a finite number >= 0", c.sim_compute_s);
+  }
+  if (c.sim_compute_s > 0 && !Communicator::simulated()) {
+    return "--sim-compute-s applies only under simulation (scripts/simulate ... -- train); under "
+           "mpirun the compute is real";
+  }
+  if (m.head != "full" && m.head != "adaptive") {
+    return fmt::format("--head '{}' is not full or adaptive", m.head);
+  }
+  if (m.head == "adaptive") {
+    if (m.cutoffs.empty()) return "--head adaptive needs --cutoffs";
+    std::int64_t prev = 0;
+    for (auto cut : m.cutoffs) {
+      if (cut <= prev || cut >= m.vocab) {
+        return fmt::format("--cutoffs must ascend within (0, --vocab {}), got {}", m.vocab, cut);
+      }
+      prev = cut;
+    }
+  }
+  if (c.strategy != "ddp" && c.strategy != "diloco") {
+    return fmt::format("--strategy: unknown strategy '{}' (valid: ddp, diloco)", c.strategy);
+  }
+  if (c.optimizer != "adamw" && c.optimizer != "sgd") {
+    return fmt::format("--optimizer: unknown optimizer '{}' (valid: adamw, sgd)", c.optimizer);
+  }
+  if (c.sync_every < 1) {
+    return fmt::format("--sync-every {} must be at least 1 (inner steps per synchronization)",
+                       c.sync_every);
+  }
+  if (c.sync_warmup_steps < 0) {
+    return fmt::format("--sync-warmup-steps {} is negative", c.sync_warmup_steps);
+  }
+  if (!(c.outer_lr > 0) || !std::isfinite(c.outer_lr)) {
+    return fmt::format("--outer-lr {} must be a positive number", c.outer_lr);
+  }
+  if (!(c.outer_momentum >= 0 && c.outer_momentum < 1)) {
+    return fmt::format("--outer-momentum {} is not in [0, 1)", c.outer_momentum);
+  }
+  if (c.strategy != "ddp" && c.topk > 0) {
+    return fmt::format(
+        "--topk compresses data-parallel gradients: it applies to --strategy ddp "
+        "only (this run has --strategy {})",
+        c.strategy);
+  }
+  if (c.strategy != "ddp" && !c.compare_schemes.empty()) {
+    return fmt::format(
+        "--compare-schemes compares per-step gradient synchronization: it applies "
+        "to --strategy ddp only (this run has --strategy {})",
+        c.strategy);
+  }
+  if (c.batch < 1) return fmt::format("--batch {} must be positive", c.batch);
+  if (c.steps < 0) return fmt::format("--steps {} is negative", c.steps);
+  if (!(c.lr > 0)) return fmt::format("--lr {} must be positive", c.lr);
+  if (!(c.embed_lr > 0)) return fmt::format("--embed-lr {} must be positive", c.embed_lr);
+  if (!(c.weight_decay >= 0)) return fmt::format("--weight-decay {} is negative", c.weight_decay);
+  if (c.warmup_steps < 0) return fmt::format("--warmup-steps {} is negative", c.warmup_steps);
+  if (!(c.topk >= 0 && c.topk < 1)) return fmt::format("--topk {} is not in [0, 1)", c.topk);
+  if (c.bucket_bytes < 4) {
+    return fmt::format("--bucket-bytes {} must hold at least one float (4 bytes)", c.bucket_bytes);
+  }
+  if (c.eval_every < 0) return fmt::format("--eval-every {} is negative", c.eval_every);
+  if (c.eval_windows < 1)
+    return fmt::format("--eval-windows {} must be at least 1", c.eval_windows);
+  if (c.log_every < 1) return fmt::format("--log-every {} must be positive", c.log_every);
+  if (c.checkpoint_every < 0) {
+    return fmt::format("--checkpoint-every {} is negative", c.checkpoint_every);
+  }
+  if (c.keep_checkpoints < 1) {
+    return fmt::format("--keep-checkpoints {} must be at least 1", c.keep_checkpoints);
+  }
+  if (c.dump_grads_steps < 0) {
+    return fmt::format("--dump-grads-steps {} is negative", c.dump_grads_steps);
+  }
+  if ((c.resume || !c.resume_from.empty() || c.checkpoint_every > 0) && c.out.empty()) {
+    return "--checkpoint-every, --resume and --resume-from need --out DIR";
+  }
+  if (c.resume && !c.resume_from.empty()) return "--resume and --resume-from exclude each other";
+  const auto& names = sync::scheme_names();
+  auto valid = [&] {
+    std::string v;
+    for (const auto& n : names) v += (v.empty() ? "" : ", ") + n;
+    return v;
+  };
+  auto known = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  if (!known(c.sync))
+    return fmt::format("--sync: unknown scheme '{}' (valid: {})", c.sync, valid());
+  for (const auto& n : c.compare_schemes) {
+    if (!known(n)) {
+      return fmt::format("--compare-schemes: unknown scheme '{}' (valid: {})", n, valid());
+    }
+  }
+  return std::nullopt;
+}
+
+void agree_settings(Communicator& comm, const TrainConfig& c) {
+  const auto& m = c.model;
+  const nlohmann::json mine{{"preset", c.preset},
+                            {"vocab", m.vocab},
+                            {"d-embed", m.d_embed},
+                            {"d-model", m.d_model},
+                            {"layers", m.layers},
+                            {"heads", m.heads},
+                            {"seq-len", m.seq_len},
+                            {"head", m.head},
+                            {"cutoffs", m.cutoffs},
+                            {"batch", c.batch},
+                            {"steps", c.steps},
+                            {"seed", c.seed},
+                            {"lr", c.lr},
+                            {"embed-lr", c.embed_lr},
+                            {"weight-decay", c.weight_decay},
+                            {"warmup-steps", c.warmup_steps},
+                            {"sync", c.sync},
+                            {"strategy", c.strategy},
+                            {"optimizer", c.optimizer},
+                            {"sync-every", c.sync_every},
+                            {"sync-warmup-steps", c.sync_warmup_steps},
+                            {"outer-lr", c.outer_lr},
+                            {"outer-momentum", c.outer_momentum},
+                            {"topk", c.topk},
+                            {"bucket-bytes", c.bucket_bytes},
+                            {"eval-every", c.eval_every},
+                            {"eval-windows", c.eval_windows},
+                            {"log-every", c.log_every},
+                            {"out", !c.out.empty()},
+                            {"checkpoint-every", c.checkpoint_every},
+                            {"keep-checkpoints", c.keep_checkpoints},
+                            {"resume", c.resume || !c.resume_from.empty()},
+                            {"dump-grads", !c.dump_grads.empty()},
+                            {"dump-grads-steps", c.dump_grads_steps},
+                            {"compare-schemes", c.compare_schemes},
+                            {"sim-compute-s", c.sim_compute_s}};
+  std::string text = mine.dump();
+  std::uint64_t length = text.size();
+  comm.broadcast(std::span<std::uint64_t>(&length, 1), 0);
+  std::string leader(length, '\0');
+  if (comm.rank() == 0) leader = text;
+  comm.broadcast(std::span<char>(leader.data(), leader.size()), 0);
+  std::optional<std::string> problem;
+  if (leader != text) {
+    const auto theirs = nlohmann::json::parse(leader, nullptr, false);
+    for (const auto& [key, value] : mine.items()) {
+      if (theirs.is_discarded() || !theirs.contains(key) || theirs[key] != value) {
+        problem = fmt::format(
+            "this rank's settings differ from rank 0's: --{} {} here, {} on rank 0 (every rank "
+            "must be started with the same options)",
+            key, value.dump(),
+            theirs.is_discarded() ? "?" : theirs.value(key, nlohmann::json()).dump());
+        break;
+      }
+    }
+    if (!problem) problem = "this rank's settings differ from rank 0's";
+  }
+  comm.agree(problem);
+}
+
+double learning_rate(const TrainConfig& c, double peak, int step) {
+  if (c.warmup_steps > 0 && step <= c.warmup_steps) return peak * step / c.warmup_steps;
+  const double span = std::max(1, c.steps - c.warmup_steps);
+  const double progress = std::min(1.0, (step - c.warmup_steps) / span);
+  return peak * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress)));
+}
+
+std::uint64_t vocabulary_fingerprint(const Vocabulary& vocab) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::size_t id = 0; id < vocab.size(); ++id) {
+    const std::string line = vocab.word(static_cast<std::uint32_t>(id)) + "\n";
+    h = util::fnv1a({reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}, h);
+  }
+  return h;
+}
+
+}  // namespace atl::train

@@ -1,0 +1,46 @@
+#include "topk_feedback.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace atl::train {
+
+TopkFeedback::TopkFeedback(std::size_t elements, double share)
+    : share_(share), residual_(elements, 0.0f) {}
+
+sparse::SparseGradient<std::uint32_t> TopkFeedback::compress(std::span<const float> grad) {
+  const std::size_t n = residual_.size();
+  if (grad.size() != n) throw std::invalid_argument("TopkFeedback: gradient of the wrong size");
+  for (std::size_t i = 0; i < n; ++i) residual_[i] += grad[i];
+  const auto k = std::max<std::int64_t>(1, static_cast<std::int64_t>(share_ * n));
+  auto acc = torch::from_blob(residual_.data(), {static_cast<std::int64_t>(n)});
+  auto chosen = std::get<1>(acc.abs().topk(k, 0, true, false));
+  chosen = std::get<0>(chosen.sort());
+  sparse::SparseGradient<std::uint32_t> out;
+  out.elements = n;
+  out.indices.resize(static_cast<std::size_t>(k));
+  out.values.resize(static_cast<std::size_t>(k));
+  const auto* c = chosen.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < k; ++i) {
+    out.indices[i] = static_cast<std::uint32_t>(c[i]);
+    out.values[i] = residual_[c[i]];
+    residual_[c[i]] = 0.0f;
+  }
+  return out;
+}
+
+torch::Tensor TopkFeedback::residual() const {
+  return torch::from_blob(const_cast<float*>(residual_.data()),
+                          {static_cast<std::int64_t>(residual_.size())})
+      .clone();
+}
+
+void TopkFeedback::set_residual(const torch::Tensor& r) {
+  if (r.numel() != static_cast<std::int64_t>(residual_.size())) {
+    throw std::runtime_error("checkpoint: top-k residual has the wrong size");
+  }
+  auto c = r.contiguous();
+  std::copy(c.data_ptr<float>(), c.data_ptr<float>() + c.numel(), residual_.begin());
+}
+
+}  // namespace atl::train

@@ -1,0 +1,165 @@
+// The trainer's parts, one process, no MPI: the row-wise optimizer against LibTorch's AdamW, the
+// embedding's gradient and rows, flat parameter buffers, top-k with error feedback, the step timer
+// and the metrics log.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "embedding_grad.h"
+#include "embedding_rows.h"
+#include "flat_params.h"
+#include "lazy_adamw.h"
+#include "run_log.h"
+#include "step_timer.h"
+#include "topk_feedback.h"
+
+namespace {
+
+using namespace atl;
+using namespace atl::train;
+
+TEST(LazyAdamW, TouchingEveryRowEqualsTorchAdamW) {
+  torch::manual_seed(3);
+  auto w_lazy = torch::randn({5, 3});
+  auto w_ref = w_lazy.clone().set_requires_grad(true);
+  torch::optim::AdamW ref({w_ref}, torch::optim::AdamWOptions(0.01).weight_decay(0.1));
+  LazyAdamW lazy(w_lazy);
+  for (int t = 1; t <= 4; ++t) {
+    auto g = torch::randn({5, 3});
+    RowGradient rows;
+    for (int r = 0; r < 5; ++r) rows.rows.push_back(r);
+    rows.values.assign(g.data_ptr<float>(), g.data_ptr<float>() + 15);
+    lazy.step(w_lazy, rows, 0.01, 0.1, t);
+    w_ref.mutable_grad() = g;
+    ref.step();
+  }
+  EXPECT_TRUE(torch::allclose(w_lazy, w_ref.detach(), 1e-6, 1e-6));
+}
+
+TEST(LazyAdamW, UntouchedRowsDoNotMoveAndStateRoundTrips) {
+  auto w = torch::ones({4, 2});
+  LazyAdamW opt(w);
+  RowGradient g{{2}, {1.0f, -1.0f}};
+  opt.step(w, g, 0.1, 0.0, 1);
+  EXPECT_TRUE(torch::equal(w[0], torch::ones({2})));
+  EXPECT_FALSE(torch::equal(w[2], torch::ones({2})));
+  torch::serialize::OutputArchive out;
+  opt.save(out, "x");
+  std::stringstream bytes;
+  out.save_to(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  LazyAdamW copy(w);
+  copy.load(in, "x");
+  auto w1 = w.clone(), w2 = w.clone();
+  opt.step(w1, g, 0.1, 0.0, 2);
+  copy.step(w2, g, 0.1, 0.0, 2);
+  EXPECT_TRUE(torch::equal(w1, w2));
+}
+
+TEST(EmbeddingRows, SparseAndDenseFormsGiveTheSameRows) {
+  const std::int64_t E = 2;
+  sync::SyncResult<std::uint32_t> sparse_form, dense_form;
+  sparse_form.sparse.elements = 8;
+  sparse_form.sparse.indices = {0, 1, 5, 6, 7};  // row 0, row 2 (index 5), row 3
+  sparse_form.sparse.values = {2, 4, 6, 0, 0};   // row 3 sums to exactly zero: skipped
+  dense_form.dense_form = true;
+  dense_form.dense = {2, 4, 0, 0, 0, 6, 0, 0};
+  for (const auto* r : {&sparse_form, &dense_form}) {
+    const auto rows = touched_rows(*r, E, 0.5);
+    EXPECT_EQ(rows.rows, (std::vector<std::int64_t>{0, 2}));
+    EXPECT_EQ(rows.values, (std::vector<float>{1, 2, 0, 3}));
+  }
+}
+
+TEST(EmbeddingGrad, RowsBecomeElementIndices) {
+  torch::nn::Embedding emb(torch::nn::EmbeddingOptions(6, 3).sparse(true));
+  auto loss = emb(torch::tensor({4, 1, 4}, torch::kLong)).sum();
+  loss.backward();
+  const auto g = embedding_gradient<std::uint32_t>(emb->weight);
+  EXPECT_EQ(g.elements, 18u);
+  EXPECT_EQ(g.indices, (std::vector<std::uint32_t>{3, 4, 5, 12, 13, 14}));
+  EXPECT_EQ(g.values, (std::vector<float>{1, 1, 1, 2, 2, 2}));
+  torch::nn::Embedding unused(torch::nn::EmbeddingOptions(6, 3).sparse(true));
+  EXPECT_EQ(embedding_gradient<std::uint64_t>(unused->weight).nnz(), 0u);
+}
+
+TEST(FlatParams, GradientsAndValuesRoundTrip) {
+  auto a = torch::arange(6, torch::kFloat).reshape({2, 3}).set_requires_grad(true);
+  auto b = torch::full({2}, 7.0f).set_requires_grad(true);
+  FlatParams flat({a, b});
+  ASSERT_EQ(flat.elements(), 8u);
+  std::vector<float> buf(8, -1.0f);
+  flat.gather_grads(buf);  // no gradients yet: zeros
+  EXPECT_EQ(buf, std::vector<float>(8, 0.0f));
+  flat.gather_values(buf);
+  EXPECT_EQ(buf, (std::vector<float>{0, 1, 2, 3, 4, 5, 7, 7}));
+  std::vector<float> g{1, 2, 3, 4, 5, 6, 7, 8};
+  flat.scatter_grads(g, 0.5f);
+  EXPECT_TRUE(torch::equal(b.grad(), torch::tensor({3.5f, 4.0f})));
+  flat.scatter_values(g);
+  EXPECT_TRUE(
+      torch::equal(a.detach(), torch::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}).reshape({2, 3})));
+  std::vector<float> wrong(3);
+  EXPECT_THROW(flat.gather_values(wrong), std::invalid_argument);
+}
+
+TEST(TopkFeedback, SendsTheLargestAndKeepsTheRest) {
+  TopkFeedback topk(5, 0.4);  // k = 2
+  const auto first = topk.compress(std::vector<float>{1, -5, 2, 4, 0.5f});
+  EXPECT_EQ(first.indices, (std::vector<std::uint32_t>{1, 3}));
+  EXPECT_EQ(first.values, (std::vector<float>{-5, 4}));
+  // The residual (1, 0, 2, 0, 0.5) is added to the next gradient: mass is never lost.
+  const auto second = topk.compress(std::vector<float>{0, 0, 1, 0, 0});
+  EXPECT_EQ(second.indices, (std::vector<std::uint32_t>{0, 2}));
+  EXPECT_EQ(second.values, (std::vector<float>{1, 3}));
+  auto r = topk.residual();
+  EXPECT_TRUE(torch::equal(r, torch::tensor({0.f, 0.f, 0.f, 0.f, 0.5f})));
+  TopkFeedback other(5, 0.4);
+  other.set_residual(r);
+  EXPECT_TRUE(torch::equal(other.residual(), r));
+  EXPECT_THROW(other.set_residual(torch::zeros({4})), std::runtime_error);
+}
+
+TEST(StepTimer, NamedPhasesAddUp) {
+  double now = 0;
+  StepTimer t([&] { return now; });
+  t.start("model");
+  now = 2;
+  t.start("sync");
+  now = 3;
+  t.start("model");  // again: adds to the first
+  now = 3.5;
+  t.stop();
+  EXPECT_DOUBLE_EQ(t.seconds("model"), 2.5);
+  EXPECT_DOUBLE_EQ(t.seconds("sync"), 1);
+  EXPECT_DOUBLE_EQ(t.seconds("absent"), 0);
+  EXPECT_DOUBLE_EQ(t.total(), 3.5);
+  ASSERT_EQ(t.phases().size(), 2u);
+  EXPECT_EQ(t.phases()[0].first, "model");
+  t.reset();
+  EXPECT_DOUBLE_EQ(t.total(), 0);
+}
+
+TEST(MetricsLog, ResumeDropsTheLinesAfterTheCheckpoint) {
+  const auto dir = std::filesystem::temp_directory_path() / "atoll-metrics-log-test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    MetricsLog log;
+    log.open(dir, 0);
+    for (int s = 1; s <= 4; ++s) log.record({{"step", s}});
+  }
+  {
+    MetricsLog log;
+    log.open(dir, 2);
+    log.record({{"step", 3}, {"again", true}});
+  }
+  std::ifstream in(dir / "metrics.jsonl");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "{\"step\":1}\n{\"step\":2}\n{\"again\":true,\"step\":3}\n");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
