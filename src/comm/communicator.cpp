@@ -5,6 +5,8 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstring>
+#include <functional>
 #include <string>
 
 namespace atl::comm {
@@ -72,15 +74,56 @@ int checked_count(std::size_t count, int rank, const char* op) {
 // Largest block moved by one point-to-point or broadcast call (bytes); bigger buffers are chunked.
 constexpr std::size_t kChunkBytes = std::size_t{1} << 30;
 
+// Message tags: 0 sendrecv, 1 send/recv; from kFirstRequestTag on, two per non-blocking request
+// (one per stage), kRequestTagWindow requests before they repeat (MPI guarantees tags <= 32767).
+constexpr int kFirstRequestTag = 2;
+constexpr int kRequestTagWindow = 16000;
+
+bool mpi_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+// Ranks of `comm` on this rank's node (MPI_COMM_TYPE_SHARED); under SMPI every simulated rank
+// lives in one process, so all of them.
+int ranks_on_node_of(MPI_Comm comm, int rank, int size) {
+  int on_node = size;
+#ifndef ATOLL_SMPI
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &on_node);
+    MPI_Comm_free(&node);
+  }
+#else
+  (void)comm;
+  (void)rank;
+#endif
+  return on_node;
+}
+
 }  // namespace
 
 struct Communicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
+  bool owns_comm = false;  // true for split() results; never for MPI_COMM_WORLD
+  // Sequence of non-blocking requests posted on this communicator (the same on every rank, as
+  // they are posted collectively): their message tags.
+  std::uint32_t requests_posted = 0;
   // Contiguous element types of a given byte size, created on demand, freed with the Impl.
   std::vector<std::pair<std::size_t, MPI_Datatype>> element_types;
+  // Non-blocking requests not yet completed (see Request::State::advance).
+  std::vector<Request::State*> in_flight;
 
-  ~Impl() {
-    for (auto& [bytes, type] : element_types) MPI_Type_free(&type);
+  ~Impl();
+  // Before any blocking operation: posts every stage still to post of the requests in flight
+  // (waiting for the stage before it), so that a peer blocked in wait() on one of them can finish
+  // and reach the same blocking operation.
+  void post_pending_stages(int rank);
+
+  int next_request_tag() {
+    const auto seq = static_cast<int>(requests_posted++ % kRequestTagWindow);
+    return kFirstRequestTag + 2 * seq;
   }
 
   MPI_Datatype element_type(std::size_t bytes) {
@@ -112,15 +155,27 @@ Communicator Communicator::world() {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   Communicator c(std::move(impl), rank, size);
-  c.ranks_on_node_ = size;
-#ifndef ATOLL_SMPI
-  MPI_Comm node = MPI_COMM_NULL;
-  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) ==
-      MPI_SUCCESS) {
-    MPI_Comm_size(node, &c.ranks_on_node_);
-    MPI_Comm_free(&node);
-  }
-#endif
+  c.ranks_on_node_ = ranks_on_node_of(MPI_COMM_WORLD, rank, size);
+  return c;
+}
+
+Communicator Communicator::split(int color, int key) {
+  // MPI_UNDEFINED (negative) would leave this rank without a communicator; other negative values
+  // are MPI errors that could leave peers inside the split: refuse both on every rank first.
+  agree(color < 0
+            ? std::optional<std::string>("split: color " + std::to_string(color) + " on rank " +
+                                         std::to_string(rank_) + " (colors must be >= 0)")
+            : std::nullopt);
+  auto impl = std::make_unique<Impl>();
+  impl_->check(MPI_Comm_split(impl_->comm, color, key, &impl->comm), rank_, "MPI_Comm_split");
+  impl->owns_comm = true;
+  impl_->check(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), rank_,
+               "MPI_Comm_set_errhandler (split)");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(impl->comm, &rank);
+  MPI_Comm_size(impl->comm, &size);
+  Communicator c(std::move(impl), rank, size);
+  c.ranks_on_node_ = ranks_on_node_of(c.impl_->comm, rank, size);
   return c;
 }
 
@@ -132,9 +187,13 @@ Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
 double Communicator::wtime() const { return MPI_Wtime(); }
 
-void Communicator::barrier() { impl_->check(MPI_Barrier(impl_->comm), rank_, "MPI_Barrier"); }
+void Communicator::barrier() {
+  impl_->post_pending_stages(rank_);
+  impl_->check(MPI_Barrier(impl_->comm), rank_, "MPI_Barrier");
+}
 
 void Communicator::allreduce_raw(void* data, std::size_t count, DataType type, ReduceOp op) {
+  impl_->post_pending_stages(rank_);
   const std::size_t elem = size_of(type);
   auto* bytes = static_cast<char*>(data);
   const std::size_t chunk = kChunkBytes / elem;
@@ -152,6 +211,7 @@ void Communicator::allreduce_raw(void* data, std::size_t count, DataType type, R
 }
 
 void Communicator::allgather_raw(const void* send, void* recv, std::size_t bytes_each) {
+  impl_->post_pending_stages(rank_);
   impl_->check(MPI_Allgather(send, 1, impl_->element_type(bytes_each), recv, 1,
                              impl_->element_type(bytes_each), impl_->comm),
                rank_, "MPI_Allgather");
@@ -192,6 +252,7 @@ AllgathervLayout allgatherv_layout(std::span<const std::size_t> counts, int rank
 
 void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_t>& counts,
                                   void* recv, std::size_t elem_bytes) {
+  impl_->post_pending_stages(rank_);
   const auto l = allgatherv_layout(counts, rank_, size_, elem_bytes, "MPI_Allgatherv");
   MPI_Datatype t = impl_->element_type(elem_bytes);
   impl_->check(MPI_Allgatherv(send, l.counts[rank_], t, recv, l.counts.data(), l.displs.data(), t,
@@ -214,63 +275,384 @@ void Communicator::fixed_compute_begin() {}
 void Communicator::fixed_compute_end(double) {}
 #endif
 
+// The state of one non-blocking operation: its current stage's MPI requests, the stage to post
+// when they complete, what the library reads or writes until then, and its traffic. While in
+// flight it is listed in its communicator's `in_flight`, and every wait or progress on that
+// communicator advances all of them: a rank blocked in wait(A) still posts B's second stage, which
+// a peer blocked in wait(B) needs, so ranks may complete their requests in different orders.
 struct Request::State {
-  MPI_Request request = MPI_REQUEST_NULL;
-  AllgathervLayout layout;  // its count arrays must outlive the operation
+  const char* op = "";                // the public operation, named in errors
+  std::vector<MPI_Request> requests;  // the current stage's (none when nothing to move)
+  // Posts the next stage once the current one has completed: fills `requests` again (and may set
+  // next_stage again); returns an MPI error code. Empty when the current stage is the last.
+  std::function<int(State&)> next_stage;
+  const char* next_stage_call = "";          // the MPI calls next_stage makes, named in errors
+  TrafficCounters traffic;                   // added to the communicator's counters on completion
+  std::vector<State*>* in_flight = nullptr;  // the communicator's list, while listed
+  // Owned for the library until completion: iallgatherv's int counts and displacements; the
+  // point-to-point operations' block layout (elements) and reduce-scatter's receive scratch.
+  std::vector<int> mpi_counts, mpi_displs;
+  std::vector<std::size_t> block_counts, block_offsets;
+  std::vector<char> scratch;
+
+  State(const char* op_name, std::vector<State*>& list) : op(op_name), in_flight(&list) {
+    list.push_back(this);
+  }
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+    if (in_flight) std::erase(*in_flight, this);
+  }
+
+  bool done() const { return requests.empty() && !next_stage; }
+  bool stage_pending() const { return static_cast<bool>(next_stage); }
+
+  // If the current stage has completed, posts the following ones (until one has messages in
+  // flight or none is left).
+  int post_ready_stage(const char*& call) {
+    for (auto r : requests)
+      if (r != MPI_REQUEST_NULL) return MPI_SUCCESS;
+    requests.clear();
+    while (requests.empty() && next_stage) {
+      auto stage = std::move(next_stage);
+      next_stage = nullptr;
+      call = next_stage_call;
+      const int rc = stage(*this);
+      if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+  }
+
+  enum class Until { target_done, all_stages_posted, one_pass };
+  // The progress engine of one communicator's requests: posts every ready stage, then waits for
+  // (MPI_Waitsome) or tests (MPI_Testsome) any message in flight, until `target` is done, until
+  // no request has a stage left to post, or once. On an error returns its code, the MPI call in
+  // `call` and the request it concerns (or `target`) in `failed`.
+  static int advance(std::vector<State*>& all, const State* target, Until until, const char*& call,
+                     const State*& failed) {
+    std::vector<MPI_Request> flat;
+    std::vector<std::pair<State*, std::size_t>> owner;
+    for (bool waited = false;;) {
+      bool pending = false;
+      for (State* s : all) {
+        failed = s;
+        const int rc = s->post_ready_stage(call);
+        if (rc != MPI_SUCCESS) return rc;
+        pending = pending || s->stage_pending();
+      }
+      failed = target;
+      if (until == Until::target_done && target->done()) return MPI_SUCCESS;
+      if (until == Until::all_stages_posted && !pending) return MPI_SUCCESS;
+      if (until == Until::one_pass && waited) return MPI_SUCCESS;
+      flat.clear();
+      owner.clear();
+      for (State* s : all)
+        for (std::size_t k = 0; k < s->requests.size(); ++k)
+          if (s->requests[k] != MPI_REQUEST_NULL) {
+            flat.push_back(s->requests[k]);
+            owner.emplace_back(s, k);
+          }
+      if (flat.empty()) return MPI_SUCCESS;  // nothing in flight: nothing left to advance
+      int completed = 0;
+      std::vector<int> indices(flat.size());
+      const int n = static_cast<int>(flat.size());
+      call = until == Until::one_pass ? "MPI_Testsome" : "MPI_Waitsome";
+      const int rc =
+          until == Until::one_pass
+              ? MPI_Testsome(n, flat.data(), &completed, indices.data(), MPI_STATUSES_IGNORE)
+              : MPI_Waitsome(n, flat.data(), &completed, indices.data(), MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) return rc;
+      for (std::size_t i = 0; i < flat.size(); ++i)
+        owner[i].first->requests[owner[i].second] = flat[i];
+      waited = true;
+    }
+  }
+
+  // Completes an abandoned request, every stage; errors cannot be reported from a destructor.
+  static void complete_quietly(std::unique_ptr<State>& state) {
+    if (!state) return;
+    if (state->in_flight) {
+      const char* call = nullptr;
+      const State* failed = nullptr;
+      (void)advance(*state->in_flight, state.get(), Until::target_done, call, failed);
+    }
+    state.reset();
+  }
+
+  // Point-to-point messages of `count` elements (none when 0: both sides know the counts).
+  int isend(const void* buf, std::size_t count, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+    if (count == 0) return MPI_SUCCESS;
+    requests.push_back(MPI_REQUEST_NULL);
+    return MPI_Isend(buf, static_cast<int>(count), t, dest, tag, c, &requests.back());
+  }
+  int irecv(void* buf, std::size_t count, MPI_Datatype t, int source, int tag, MPI_Comm c) {
+    if (count == 0) return MPI_SUCCESS;
+    requests.push_back(MPI_REQUEST_NULL);
+    return MPI_Irecv(buf, static_cast<int>(count), t, source, tag, c, &requests.back());
+  }
+
+  // Direct reduce-scatter, first half: block q of `send` to rank q; the n-1 contributions to
+  // this rank's block into `scratch`, in rank order (self skipped).
+  int post_reduce_scatter(const char* send, MPI_Datatype t, std::size_t elem, int rank, int size,
+                          MPI_Comm c, int tag) {
+    const std::size_t mine = block_counts[rank];
+    scratch.resize(mine * elem * static_cast<std::size_t>(size - 1));
+    std::size_t slot = 0;
+    for (int q = 0; q < size; ++q) {
+      if (q == rank) continue;
+      int rc = irecv(scratch.data() + slot++ * mine * elem, mine, t, q, tag, c);
+      if (rc == MPI_SUCCESS)
+        rc = isend(send + block_offsets[q] * elem, block_counts[q], t, q, tag, c);
+      if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+  }
+  // Second half, once everything arrived: `recv` (holding this rank's own contribution) op= each
+  // peer's, in rank order; then the scratch is released.
+  int reduce_received(char* recv, MPI_Datatype t, MPI_Op op, std::size_t elem, int rank, int size) {
+    const std::size_t mine = block_counts[rank];
+    for (int slot = 0; slot + 1 < size && mine > 0; ++slot) {
+      const int rc = MPI_Reduce_local(scratch.data() + slot * mine * elem, recv,
+                                      static_cast<int>(mine), t, op);
+      if (rc != MPI_SUCCESS) return rc;
+    }
+    std::vector<char>().swap(scratch);
+    return MPI_SUCCESS;
+  }
+  // Direct allgather: this rank's block of `recv` to every peer, block q of `recv` from rank q.
+  int post_allgather(char* recv, MPI_Datatype t, std::size_t elem, int rank, int size, MPI_Comm c,
+                     int tag) {
+    for (int q = 0; q < size; ++q) {
+      if (q == rank) continue;
+      int rc = irecv(recv + block_offsets[q] * elem, block_counts[q], t, q, tag, c);
+      if (rc == MPI_SUCCESS)
+        rc = isend(recv + block_offsets[rank] * elem, block_counts[rank], t, q, tag, c);
+      if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+  }
 };
+
+Communicator::Impl::~Impl() {
+  // Requests outliving their communicator are completed now (they could not be later).
+  while (!in_flight.empty()) {
+    Request::State* s = in_flight.front();
+    const char* call = nullptr;
+    const Request::State* failed = nullptr;
+    (void)Request::State::advance(in_flight, s, Request::State::Until::target_done, call, failed);
+    s->requests.clear();
+    s->next_stage = nullptr;
+    s->in_flight = nullptr;
+    in_flight.erase(in_flight.begin());
+  }
+  if (mpi_finalized()) return;
+  for (auto& [bytes, type] : element_types) MPI_Type_free(&type);
+  if (owns_comm && comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
+}
+
+void Communicator::Impl::post_pending_stages(int rank) {
+  bool pending = false;
+  for (const auto* s : in_flight) pending = pending || s->stage_pending();
+  if (!pending) return;
+  const char* call = nullptr;
+  const Request::State* failed = nullptr;
+  const int rc = Request::State::advance(in_flight, nullptr,
+                                         Request::State::Until::all_stages_posted, call, failed);
+  if (rc != MPI_SUCCESS) {
+    check(rc, rank,
+          (std::string(call) + " (" + (failed ? failed->op : "requests in flight") + ")").c_str());
+  }
+}
 
 Request::Request() = default;
 Request::Request(Request&&) noexcept = default;
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
-    if (state_) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+    State::complete_quietly(state_);
     state_ = std::move(other.state_);
   }
   return *this;
 }
-Request::~Request() {
-  if (state_) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
-}
+Request::~Request() { State::complete_quietly(state_); }
 
 Request Communicator::iallgatherv_raw(const void* send, std::span<const std::size_t> counts,
                                       void* recv, std::size_t elem_bytes) {
   Request r;
-  r.state_ = std::make_unique<Request::State>();
+  r.state_ = std::make_unique<Request::State>("iallgatherv", impl_->in_flight);
   auto& st = *r.state_;
-  st.layout = allgatherv_layout(counts, rank_, size_, elem_bytes, "MPI_Iallgatherv");
+  auto layout = allgatherv_layout(counts, rank_, size_, elem_bytes, "MPI_Iallgatherv");
+  st.mpi_counts = std::move(layout.counts);
+  st.mpi_displs = std::move(layout.displs);
+  st.traffic = {layout.bytes_sent, layout.bytes_received};
   MPI_Datatype t = impl_->element_type(elem_bytes);
-  impl_->check(MPI_Iallgatherv(send, st.layout.counts[rank_], t, recv, st.layout.counts.data(),
-                               st.layout.displs.data(), t, impl_->comm, &st.request),
+  st.requests.push_back(MPI_REQUEST_NULL);
+  impl_->check(MPI_Iallgatherv(send, st.mpi_counts[rank_], t, recv, st.mpi_counts.data(),
+                               st.mpi_displs.data(), t, impl_->comm, &st.requests.back()),
                rank_, "MPI_Iallgatherv");
   return r;
 }
 
+namespace {
+// Element counts of n blocks as even as possible (the first count % n one longer).
+std::vector<std::size_t> even_blocks(std::size_t count, int n) {
+  const auto parts = static_cast<std::size_t>(n);
+  std::vector<std::size_t> blocks(parts, count / parts);
+  for (std::size_t q = 0; q < count % parts; ++q) ++blocks[q];
+  return blocks;
+}
+}  // namespace
+
+namespace {
+// Offsets of consecutive blocks; each block must fit one MPI message (int count).
+std::vector<std::size_t> block_offsets_of(std::span<const std::size_t> counts, int rank,
+                                          const char* op) {
+  std::vector<std::size_t> offsets(counts.size());
+  std::size_t offset = 0;
+  for (std::size_t q = 0; q < counts.size(); ++q) {
+    (void)checked_count(counts[q], rank, op);
+    offsets[q] = offset;
+    offset += counts[q];
+  }
+  return offsets;
+}
+std::string with_op(const char* call, const char* op) {
+  return std::string(call) + " (" + op + ")";
+}
+}  // namespace
+
+Request Communicator::iallreduce_raw(void* data, std::size_t count, DataType type, ReduceOp op) {
+  Request r;
+  r.state_ = std::make_unique<Request::State>("iallreduce", impl_->in_flight);
+  auto& st = *r.state_;
+  st.block_counts = even_blocks(count, size_);
+  st.block_offsets = block_offsets_of(st.block_counts, rank_, st.op);
+  const std::size_t elem = size_of(type);
+  const std::uint64_t per_way = (count + (size_ - 2) * st.block_counts[rank_]) * elem;
+  if (size_ > 1) st.traffic = {per_way, per_way};
+  const MPI_Datatype t = to_mpi(type);
+  const MPI_Op mpi_op = to_mpi(op);
+  const MPI_Comm c = impl_->comm;
+  const int tag = impl_->next_request_tag();
+  const int rank = rank_, size = size_;
+  auto* bytes = static_cast<char*>(data);
+  impl_->check(st.post_reduce_scatter(bytes, t, elem, rank, size, c, tag), rank_,
+               "MPI_Isend/MPI_Irecv (iallreduce)");
+  // This rank's block of `data` receives its reduction (it is not sent in the first stage), then
+  // goes to every peer.
+  st.next_stage_call = "MPI_Reduce_local/MPI_Isend/MPI_Irecv";
+  st.next_stage = [=](Request::State& s) {
+    const int rc =
+        s.reduce_received(bytes + s.block_offsets[rank] * elem, t, mpi_op, elem, rank, size);
+    return rc != MPI_SUCCESS ? rc : s.post_allgather(bytes, t, elem, rank, size, c, tag + 1);
+  };
+  return r;
+}
+
+Request Communicator::ireduce_scatter_raw(const void* send, std::size_t send_count,
+                                          std::span<const std::size_t> counts, void* recv,
+                                          std::size_t recv_count, DataType type, ReduceOp op) {
+  const char* name = "ireduce_scatter";
+  if (counts.size() != static_cast<std::size_t>(size_)) {
+    throw CommError("rank " + std::to_string(rank_) + ": " + name + ": " +
+                    std::to_string(counts.size()) + " counts for " + std::to_string(size_) +
+                    " ranks");
+  }
+  Request r;
+  r.state_ = std::make_unique<Request::State>(name, impl_->in_flight);
+  auto& st = *r.state_;
+  st.block_counts.assign(counts.begin(), counts.end());
+  st.block_offsets = block_offsets_of(counts, rank_, name);
+  const std::size_t total = st.block_offsets.back() + counts.back();
+  const std::size_t mine = counts[rank_];
+  if (send_count != total || recv_count < mine) {
+    throw CommError("rank " + std::to_string(rank_) + ": " + name + ": send holds " +
+                    std::to_string(send_count) + " elements for counts summing to " +
+                    std::to_string(total) + ", recv holds " + std::to_string(recv_count) +
+                    " for a block of " + std::to_string(mine));
+  }
+  const std::size_t elem = size_of(type);
+  if (size_ > 1) st.traffic = {(total - mine) * elem, (size_ - 1) * mine * elem};
+  const auto* send_bytes = static_cast<const char*>(send);
+  auto* recv_bytes = static_cast<char*>(recv);
+  if (mine > 0) std::memmove(recv_bytes, send_bytes + st.block_offsets[rank_] * elem, mine * elem);
+  const MPI_Datatype t = to_mpi(type);
+  const MPI_Op mpi_op = to_mpi(op);
+  const int rank = rank_, size = size_;
+  impl_->check(st.post_reduce_scatter(send_bytes, t, elem, rank, size, impl_->comm,
+                                      impl_->next_request_tag()),
+               rank_, "MPI_Isend/MPI_Irecv (ireduce_scatter)");
+  st.next_stage_call = "MPI_Reduce_local";
+  st.next_stage = [=](Request::State& s) {
+    return s.reduce_received(recv_bytes, t, mpi_op, elem, rank, size);
+  };
+  return r;
+}
+
+Request Communicator::iallgather_raw(const void* send, std::size_t send_count, void* recv,
+                                     std::size_t recv_count, std::size_t elem_bytes) {
+  const char* name = "iallgather";
+  if (recv_count != send_count * static_cast<std::size_t>(size_)) {
+    throw CommError("rank " + std::to_string(rank_) + ": " + name + ": recv holds " +
+                    std::to_string(recv_count) + " elements, not " + std::to_string(size_) +
+                    " blocks of " + std::to_string(send_count));
+  }
+  Request r;
+  r.state_ = std::make_unique<Request::State>(name, impl_->in_flight);
+  auto& st = *r.state_;
+  st.block_counts.assign(static_cast<std::size_t>(size_), send_count);
+  st.block_offsets = block_offsets_of(st.block_counts, rank_, name);
+  const std::uint64_t per_way = (size_ - 1) * send_count * elem_bytes;
+  st.traffic = {per_way, per_way};
+  auto* recv_bytes = static_cast<char*>(recv);
+  if (send_count > 0) {
+    std::memmove(recv_bytes + st.block_offsets[rank_] * elem_bytes, send, send_count * elem_bytes);
+  }
+  impl_->check(st.post_allgather(recv_bytes, impl_->element_type(elem_bytes), elem_bytes, rank_,
+                                 size_, impl_->comm, impl_->next_request_tag()),
+               rank_, "MPI_Isend/MPI_Irecv (iallgather)");
+  return r;
+}
+
+void Communicator::finish(Request& request) {
+  traffic_.bytes_sent += request.state_->traffic.bytes_sent;
+  traffic_.bytes_received += request.state_->traffic.bytes_received;
+  request.state_.reset();
+}
+
 void Communicator::wait(Request& request) {
   if (!request.state_) return;
-  auto state = std::move(request.state_);
-  impl_->check(MPI_Wait(&state->request, MPI_STATUS_IGNORE), rank_, "MPI_Wait (iallgatherv)");
-  traffic_.bytes_sent += state->layout.bytes_sent;
-  traffic_.bytes_received += state->layout.bytes_received;
+  const char* call = nullptr;
+  const Request::State* failed = nullptr;
+  const int rc = Request::State::advance(impl_->in_flight, request.state_.get(),
+                                         Request::State::Until::target_done, call, failed);
+  if (rc != MPI_SUCCESS) {
+    const std::string what = with_op(call, failed ? failed->op : request.state_->op);
+    request.state_.reset();  // nothing left to wait for after an error
+    impl_->check(rc, rank_, what.c_str());
+  }
+  finish(request);
 }
 
 void Communicator::progress(Request& request) {
 #ifndef ATOLL_SMPI
   if (!request.state_) return;
-  int done = 0;
-  impl_->check(MPI_Test(&request.state_->request, &done, MPI_STATUS_IGNORE), rank_,
-               "MPI_Test (iallgatherv)");
-  if (done) {
-    // Completed: account its traffic now; wait() then has nothing left to do.
-    traffic_.bytes_sent += request.state_->layout.bytes_sent;
-    traffic_.bytes_received += request.state_->layout.bytes_received;
+  const char* call = nullptr;
+  const Request::State* failed = nullptr;
+  const int rc = Request::State::advance(impl_->in_flight, request.state_.get(),
+                                         Request::State::Until::one_pass, call, failed);
+  if (rc != MPI_SUCCESS) {
+    const std::string what = with_op(call, failed ? failed->op : request.state_->op);
     request.state_.reset();
+    impl_->check(rc, rank_, what.c_str());
   }
+  if (request.state_->done()) finish(request);
 #else
   (void)request;
 #endif
 }
 
 void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_each) {
+  impl_->post_pending_stages(rank_);
   MPI_Datatype t = impl_->element_type(bytes_each);
   impl_->check(MPI_Alltoall(send, 1, t, recv, 1, t, impl_->comm), rank_, "MPI_Alltoall");
   traffic_.bytes_sent += bytes_each * (size_ - 1);
@@ -280,6 +662,7 @@ void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_
 void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> send_counts,
                                  void* recv, std::span<const std::size_t> recv_counts,
                                  std::size_t elem_bytes) {
+  impl_->post_pending_stages(rank_);
   const auto n = static_cast<std::size_t>(size_);
   if (send_counts.size() != n || recv_counts.size() != n) {
     throw CommError("rank " + std::to_string(rank_) +
@@ -309,6 +692,7 @@ void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> 
 
 void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int dest, void* recv,
                                 std::size_t recv_bytes, int source) {
+  impl_->post_pending_stages(rank_);
   const auto* s = static_cast<const char*>(send);
   auto* r = static_cast<char*>(recv);
   std::size_t sent = 0, received = 0;
@@ -328,6 +712,7 @@ void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int de
 }
 
 void Communicator::send_raw(const void* data, std::size_t bytes, int dest) {
+  impl_->post_pending_stages(rank_);
   const auto* p = static_cast<const char*>(data);
   std::size_t done = 0;
   do {
@@ -340,6 +725,7 @@ void Communicator::send_raw(const void* data, std::size_t bytes, int dest) {
 }
 
 void Communicator::recv_raw(void* data, std::size_t bytes, int source) {
+  impl_->post_pending_stages(rank_);
   auto* p = static_cast<char*>(data);
   std::size_t done = 0;
   do {
@@ -353,6 +739,7 @@ void Communicator::recv_raw(void* data, std::size_t bytes, int source) {
 }
 
 void Communicator::broadcast_raw(void* data, std::size_t bytes, int root) {
+  impl_->post_pending_stages(rank_);
   auto* p = static_cast<char*>(data);
   for (std::size_t done = 0; done < bytes; done += kChunkBytes) {
     const std::size_t n = std::min(kChunkBytes, bytes - done);

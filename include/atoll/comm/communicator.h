@@ -8,7 +8,9 @@
 // - Every operation is collective over the communicator unless it says otherwise; all ranks must
 //   call it with matching sizes (alltoallv receive counts must equal the peers' send counts).
 // - MPI failures become CommError naming the rank and the operation.
-// - Traffic is metered per rank (see TrafficCounters) so schemes can report bytes per phase.
+// - Traffic is metered per rank and per communicator (see TrafficCounters) so schemes can report
+//   bytes per phase.
+// - Non-blocking operations return a Request (one type for all of them), completed by wait().
 #pragma once
 
 #include <cstddef>
@@ -68,15 +70,22 @@ struct TrafficCounters {
 
 class Communicator;
 
-// A non-blocking collective in flight (see Communicator::iallgatherv). Complete it with
-// Communicator::wait before touching its buffers; destroying an incomplete request waits for it
-// (MPI forbids freeing a pending collective), so buffers are never released under the library.
+// A non-blocking operation in flight (iallgatherv, iallgather, ireduce_scatter, iallreduce). It
+// owns what the operation needs until it completes: the MPI requests of its current stage, any
+// count arrays and scratch space, the stage still to post (iallreduce has two) and the traffic to
+// add to its communicator's counters on completion. Complete it with Communicator::wait (or see it
+// complete in Communicator::progress) before touching its buffers, and keep its communicator alive
+// until then. Destroying an incomplete request completes it, every stage, without throwing (MPI
+// forbids freeing a pending collective, and peers would wait for a stage never posted), so buffers
+// are never released under the library; its traffic is then not counted.
 class Request {
  public:
   Request();
   ~Request();
   Request(Request&&) noexcept;
   Request& operator=(Request&&) noexcept;
+  // False once complete (or default-constructed): wait() and progress() are then no-ops.
+  bool active() const { return state_ != nullptr; }
 
  private:
   friend class Communicator;
@@ -88,6 +97,14 @@ class Communicator {
  public:
   // The world communicator of an initialised MPI runtime (see MpiRuntime).
   static Communicator world();
+  // Sub-communicators (MPI_Comm_split), collective over this communicator: the ranks that pass the
+  // same `color` (>= 0) form one communicator, ranked by `key` (ties: by rank here). A negative
+  // color on any rank throws CollectiveError on every rank. The result owns its MPI_Comm (freed on
+  // destruction; world's never is), returns errors as codes like world() (CommError naming rank
+  // and op), computes its own ranks_on_node() and meters its own traffic (this communicator's
+  // counters do not see it). Any scheme runs on it unchanged (one scheme instance per
+  // communicator: schemes cache state sized for their communicator).
+  Communicator split(int color, int key);
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
@@ -152,11 +169,57 @@ class Communicator {
     static_assert(std::is_trivially_copyable_v<T>);
     return iallgatherv_raw(send.data(), counts, recv.data(), sizeof(T));
   }
-  // Completes `request` (no-op if inactive); MPI errors throw CommError naming the operation.
+
+  // Non-blocking operations built from point-to-point messages (isend/irecv, the same code under
+  // Open MPI and SMPI; SMPI 3.32's MPI_Iallreduce sends the whole buffer to every peer). Each is
+  // collective: all ranks post the same operations in the same order (a later wait or progress
+  // order may differ per rank: every request has its own message tag, taken from a per-communicator
+  // sequence; at most 16000 may be in flight at once). Buffers must stay valid until wait().
+  // Elements are split into blocks per rank, counts[q] for rank q, consecutive in rank order;
+  // B = the buffer's bytes, b_q = block q's bytes, n = size(). Traffic (counted on completion) is
+  // what this rank puts on and takes off the wire: every block goes directly to its destination.
+
+  // Sum/min/max/bit_or of every rank's `data` into `data` on all ranks, in two stages:
+  // reduce-scatter (rank q reduces block q; blocks as even as possible, the first
+  // data.size() % n one element longer; empty blocks send nothing), then allgather of the reduced
+  // blocks. The second stage is posted when the first completes, inside wait() or progress() (so
+  // under SMPI, where progress() does nothing, inside wait()). Traffic each way:
+  // B + (n-2)·b_rank, i.e. 2(n-1)/n·B when n divides the element count, as ring allreduce.
+  // Reduction order per element: its owner's own value, then the others' in rank order; every
+  // rank receives the owner's result. Extra memory: (n-1)·b_rank bytes of scratch while the
+  // first stage runs. Elements: float, double, integers (bit_or: integers only).
+  template <class T>
+  Request iallreduce(std::span<T> data, ReduceOp op) {
+    return iallreduce_raw(data.data(), data.size(), data_type_of<T>(), op);
+  }
+  // Like MPI_Ireduce_scatter: `send` holds sum(counts) elements, block q (counts[q] elements)
+  // reduced over all ranks lands in rank q's `recv` (counts[rank()] elements). `send` and `recv`
+  // must not overlap except when `recv` is exactly this rank's block of `send`. Traffic: sent
+  // B − b_rank (block q to rank q), received (n−1)·b_rank. Scratch: (n-1)·b_rank bytes.
+  template <class T>
+  Request ireduce_scatter(std::span<const T> send, std::span<const std::size_t> counts,
+                          std::span<T> recv, ReduceOp op) {
+    return ireduce_scatter_raw(send.data(), send.size(), counts, recv.data(), recv.size(),
+                               data_type_of<T>(), op);
+  }
+  // Equal blocks from every rank (send.size() elements each), concatenated in rank order into
+  // `recv` (size() · send.size() elements; `send` may be this rank's block of `recv`). Traffic:
+  // sent (n−1)·b, received (n−1)·b, b = send's bytes.
+  template <class T>
+  Request iallgather(std::span<const T> send, std::span<T> recv) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return iallgather_raw(send.data(), send.size(), recv.data(), recv.size(), sizeof(T));
+  }
+
+  // Completes `request` (no-op if inactive), posting any stage still to come, and adds its
+  // traffic to the counters. MPI errors throw CommError naming rank and operation.
   void wait(Request& request);
-  // Lets the MPI library move `request`'s data while this rank computes (MPI_Test): Open MPI's
-  // TCP transport progresses non-blocking collectives only inside MPI calls. Does nothing under
-  // SMPI, whose simulated network progresses by itself (and which charges time for each test).
+  // Lets the MPI library move `request`'s data while this rank computes (MPI_Testall on its
+  // current stage; a completed first stage posts the second, a completed last stage completes the
+  // request: wait() then has nothing left to do). Open MPI's TCP transport progresses non-blocking
+  // operations only inside MPI calls. Does nothing under SMPI, whose simulated network progresses
+  // by itself (and which charges time for each test); a two-stage request there moves to its
+  // second stage in wait().
   void progress(Request& request);
 
   // Personalised exchange of one value per peer (send.size() == size()).
@@ -232,6 +295,14 @@ class Communicator {
                       std::size_t elem_bytes);
   Request iallgatherv_raw(const void* send, std::span<const std::size_t> counts, void* recv,
                           std::size_t elem_bytes);
+  Request iallreduce_raw(void* data, std::size_t count, DataType type, ReduceOp op);
+  Request ireduce_scatter_raw(const void* send, std::size_t send_count,
+                              std::span<const std::size_t> counts, void* recv,
+                              std::size_t recv_count, DataType type, ReduceOp op);
+  Request iallgather_raw(const void* send, std::size_t send_count, void* recv,
+                         std::size_t recv_count, std::size_t elem_bytes);
+  // Closes a request whose operation completed: adds its traffic to the counters.
+  void finish(Request& request);
   void alltoall_raw(const void* send, void* recv, std::size_t bytes_each);
   void alltoallv_raw(const void* send, std::span<const std::size_t> send_counts, void* recv,
                      std::span<const std::size_t> recv_counts, std::size_t elem_bytes);
