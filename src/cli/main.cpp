@@ -260,8 +260,9 @@ int main(int argc, char** argv) {
   };
   train_cmd
       ->add_option("--preset", tc.preset,
-                   "model preset: tiny (tests, demo) | small (embedding-heavy)")
-      ->check(CLI::IsMember({"tiny", "small"}));
+                   "model preset: tiny (tests, demo) | small (embedding-heavy) | base (local SGD: "
+                   "8 layers, embedding 28%)")
+      ->check(CLI::IsMember({"tiny", "small", "base"}));
   preset_opt(
       train_cmd->add_option("--vocab", tc.model.vocab,
                             "vocabulary size = embedding rows (with <eos>, <unk>)"),
