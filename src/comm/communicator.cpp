@@ -293,7 +293,8 @@ struct Request::State {
   // point-to-point operations' block layout (elements) and reduce-scatter's receive scratch.
   std::vector<int> mpi_counts, mpi_displs;
   std::vector<std::size_t> block_counts, block_offsets;
-  std::vector<char> scratch;
+  // Not zero-filled: filling it would be charged as computation under SMPI, and MPI overwrites it.
+  std::unique_ptr<char[]> scratch;
 
   State(const char* op_name, std::vector<State*>& list) : op(op_name), in_flight(&list) {
     list.push_back(this);
@@ -353,14 +354,17 @@ struct Request::State {
             owner.emplace_back(s, k);
           }
       if (flat.empty()) return MPI_SUCCESS;  // nothing in flight: nothing left to advance
-      int completed = 0;
-      std::vector<int> indices(flat.size());
+      // Blocking: one completion at a time (MPI_Waitany); SMPI's MPI_Waitsome tests every other
+      // request after the first completes and charges simulated time (smpi/test) for each test.
+      // Testing (progress(), never under SMPI): MPI_Testsome, everything that completed.
       const int n = static_cast<int>(flat.size());
-      call = until == Until::one_pass ? "MPI_Testsome" : "MPI_Waitsome";
+      int completed = 0, index = MPI_UNDEFINED;
+      std::vector<int> indices(flat.size());
+      call = until == Until::one_pass ? "MPI_Testsome" : "MPI_Waitany";
       const int rc =
           until == Until::one_pass
               ? MPI_Testsome(n, flat.data(), &completed, indices.data(), MPI_STATUSES_IGNORE)
-              : MPI_Waitsome(n, flat.data(), &completed, indices.data(), MPI_STATUSES_IGNORE);
+              : MPI_Waitany(n, flat.data(), &index, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) return rc;
       for (std::size_t i = 0; i < flat.size(); ++i)
         owner[i].first->requests[owner[i].second] = flat[i];
@@ -396,11 +400,12 @@ struct Request::State {
   int post_reduce_scatter(const char* send, MPI_Datatype t, std::size_t elem, int rank, int size,
                           MPI_Comm c, int tag) {
     const std::size_t mine = block_counts[rank];
-    scratch.resize(mine * elem * static_cast<std::size_t>(size - 1));
+    scratch =
+        std::make_unique_for_overwrite<char[]>(mine * elem * static_cast<std::size_t>(size - 1));
     std::size_t slot = 0;
     for (int q = 0; q < size; ++q) {
       if (q == rank) continue;
-      int rc = irecv(scratch.data() + slot++ * mine * elem, mine, t, q, tag, c);
+      int rc = irecv(scratch.get() + slot++ * mine * elem, mine, t, q, tag, c);
       if (rc == MPI_SUCCESS)
         rc = isend(send + block_offsets[q] * elem, block_counts[q], t, q, tag, c);
       if (rc != MPI_SUCCESS) return rc;
@@ -412,11 +417,11 @@ struct Request::State {
   int reduce_received(char* recv, MPI_Datatype t, MPI_Op op, std::size_t elem, int rank, int size) {
     const std::size_t mine = block_counts[rank];
     for (int slot = 0; slot + 1 < size && mine > 0; ++slot) {
-      const int rc = MPI_Reduce_local(scratch.data() + slot * mine * elem, recv,
-                                      static_cast<int>(mine), t, op);
+      const int rc =
+          MPI_Reduce_local(scratch.get() + slot * mine * elem, recv, static_cast<int>(mine), t, op);
       if (rc != MPI_SUCCESS) return rc;
     }
-    std::vector<char>().swap(scratch);
+    scratch.reset();
     return MPI_SUCCESS;
   }
   // Direct allgather: this rank's block of `recv` to every peer, block q of `recv` from rank q.

@@ -231,6 +231,26 @@ void check_progress_then_wait(Communicator& comm) {
   EXPECT_EQ(comm.traffic().bytes_received, before.bytes_received);
 }
 
+// Even ranks run a blocking collective between post and wait, odd ranks wait first: blocking
+// operations post the stages still to post, so the odd ranks' wait() can finish.
+void check_blocking_before_wait(Communicator& comm) {
+  const int me = comm.rank();
+  auto data = filled<float>(me, 3001);
+  auto expected = data;
+  comm.allreduce<float>(expected, ReduceOp::sum);
+  Request r = comm.iallreduce<float>(data, ReduceOp::sum);
+  std::int32_t ranks = 0;
+  if (me % 2 == 0) {
+    ranks = comm.allreduce_value<std::int32_t>(1, ReduceOp::sum);
+    comm.wait(r);
+  } else {
+    comm.wait(r);
+    ranks = comm.allreduce_value<std::int32_t>(1, ReduceOp::sum);
+  }
+  EXPECT_EQ(ranks, comm.size());
+  EXPECT_TRUE(bitwise_equal(data, expected));
+}
+
 // A request dropped (destroyed, move-assigned over) before wait() still completes on every rank.
 void check_abandoned_requests(Communicator& comm) {
   auto a = filled<float>(comm.rank(), 1000);
@@ -328,6 +348,7 @@ TEST(NonBlocking, IallgatherMatchesReference) { check_iallgather(*g_comm); }
 TEST(NonBlocking, ManyInFlightCompletedInAnyOrder) { check_many_in_flight(*g_comm); }
 TEST(NonBlocking, ProgressThenWaitAndInactiveRequests) { check_progress_then_wait(*g_comm); }
 TEST(NonBlocking, AbandonedRequestsComplete) { check_abandoned_requests(*g_comm); }
+TEST(NonBlocking, BlockingOperationBeforeWait) { check_blocking_before_wait(*g_comm); }
 
 TEST(NonBlocking, CountMismatchIsAnError) {
   Communicator& comm = *g_comm;
@@ -344,6 +365,8 @@ TEST(SubCommunicator, NonBlockingOperations) {
   check_iallgather(sub);
   check_many_in_flight(sub);
   check_progress_then_wait(sub);
+  check_blocking_before_wait(sub);
+  check_abandoned_requests(sub);
 }
 
 // Both halves at once, interleaved with world operations: tags and contexts keep them apart.
@@ -421,9 +444,27 @@ TEST(Timing, DISABLED_IallreduceVsAllreduceTime) {
       t0 = comm.wtime();
       Request r = comm.iallreduce<float>(data, ReduceOp::sum);
       comm.wait(r);
-      const double nonblocking = comm.allreduce_value(comm.wtime() - t0, ReduceOp::max);
+      double nonblocking = comm.allreduce_value(comm.wtime() - t0, ReduceOp::max);
       best_blocking = std::min(best_blocking, blocking);
       best_nonblocking = std::min(best_nonblocking, nonblocking);
+      // Its two stages alone.
+      const auto counts = std::vector<std::size_t>(comm.size(), count / comm.size());
+      std::vector<float> block(counts[0]);
+      comm.barrier();
+      t0 = comm.wtime();
+      r = comm.ireduce_scatter<float>(std::span<const float>(data.data(), counts[0] * comm.size()),
+                                      counts, block, ReduceOp::sum);
+      comm.wait(r);
+      const double rs = comm.allreduce_value(comm.wtime() - t0, ReduceOp::max);
+      comm.barrier();
+      t0 = comm.wtime();
+      r = comm.iallgather<float>(block, std::span<float>(data.data(), counts[0] * comm.size()));
+      comm.wait(r);
+      const double ag = comm.allreduce_value(comm.wtime() - t0, ReduceOp::max);
+      if (comm.rank() == 0 && rep == 1) {
+        std::printf("  stages %zu MiB: ireduce_scatter %.3f ms, iallgather %.3f ms\n", mib,
+                    rs * 1e3, ag * 1e3);
+      }
     }
     if (comm.rank() == 0) {
       std::printf("allreduce %3zu MiB n=%d: blocking %.3f ms, iallreduce %.3f ms (%.2fx)\n", mib,
