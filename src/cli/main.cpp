@@ -240,6 +240,27 @@ int main(int argc, char** argv) {
     wan_sim_cmd->add_flag("--json", w.plan.json, "one JSON object per schedule, then a summary");
   }
 
+  // wan-platform: a SimGrid platform across WAN sites for scripts/simulate.
+  atl::cli::WanPlatformOptions wan_platform_options;
+  auto* wan_platform_cmd = app.add_subcommand(
+      "wan-platform", "write a SimGrid platform: one host per WAN site, the topology's latencies");
+  {
+    auto& w = wan_platform_options;
+    wan_platform_cmd->add_option("--topology", w.topology_file,
+                                 "sites CSV (default: data/cities-9.csv)");
+    wan_platform_cmd->add_option("--latency-matrix", w.latency_matrix_file,
+                                 "measured one-way latencies, CSV in ms");
+    wan_platform_cmd->add_option("--sites", w.sites,
+                                 "N (the first N sites in file order) or CODES,... (default: all)");
+    wan_platform_cmd->add_option("--bandwidth", w.bandwidth, "each site's access link, e.g. 1Gbps")
+        ->required();
+    wan_platform_cmd->add_option("--name", w.name, "platform (zone) id (default: --out's stem)");
+    optional_option(wan_platform_cmd, "--smpi-cfg", w.smpi_cfg,
+                    "SMPI settings scripts/simulate applies, 'KEY:VALUE ...' (default: the "
+                    "measured WAN collectives; '' for none)");
+    wan_platform_cmd->add_option("--out", w.out, "write here (default: standard output)");
+  }
+
   // atoll train: every option starts from the tiny preset; --preset small replaces the model
   // shape, batch and steps unless they are given explicitly (by flag or config file).
   atl::train::TrainConfig tc = atl::train::preset_config("tiny");
@@ -300,8 +321,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--seed", tc.seed, "seed (initialisation and batches)");
   train_cmd
       ->add_option("--strategy", tc.strategy,
-                   "ddp (data-parallel, the default) | diloco (local SGD, outer Nesterov step)")
-      ->check(CLI::IsMember({"ddp", "diloco"}));
+                   "ddp (data-parallel, the default) | diloco (local SGD, outer Nesterov step) | "
+                   "edit (diloco + the pseudo-gradient penalty per layer)")
+      ->check(CLI::IsMember({"ddp", "diloco", "edit"}));
   train_cmd->add_option("--sync-every", tc.sync_every,
                         "diloco: inner steps H between synchronizations");
   train_cmd->add_option("--sync-warmup-steps", tc.sync_warmup_steps,
@@ -310,6 +332,22 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--outer-lr", tc.outer_lr, "diloco: outer SGD learning rate");
   train_cmd->add_option("--outer-momentum", tc.outer_momentum,
                         "diloco: outer Nesterov momentum (0 = plain SGD)");
+  train_cmd->add_flag("--no-penalty{false}", tc.penalty,
+                      "edit: plain averaging instead of the pseudo-gradient penalty");
+  train_cmd->add_option("--anomaly-threshold", tc.anomaly_threshold,
+                        "edit: z-score above which a worker's pseudo-gradient norm is an outlier");
+  train_cmd->add_option("--ewma-alpha", tc.ewma_alpha,
+                        "edit: EWMA weight of a new norm, in (0, 1)");
+  train_cmd->add_option("--ewma-warmup", tc.ewma_warmup,
+                        "edit: synchronizations before anomaly detection starts");
+  train_cmd->add_option("--weight-temperature", tc.weight_temperature,
+                        "edit: T of the softmax(-norm / T) worker weights");
+  train_cmd->add_option("--clip", tc.clip,
+                        "edit: clip each layer's averaged pseudo-gradient norm "
+                        "to this (0 = off)");
+  train_cmd->add_option("--inject-fault", tc.inject_fault,
+                        "experiments: corrupt:RANK:STEP:SCALE scales worker RANK's pseudo-gradient "
+                        "(nan: NaN) at the first sync at or after STEP; recorded in metrics");
   train_cmd
       ->add_option("--optimizer", tc.optimizer,
                    "inner optimizer: adamw | sgd (plain SGD: no momentum, no weight decay)")
@@ -402,6 +440,7 @@ int main(int argc, char** argv) {
     if (plan_cmd->parsed()) return atl::cli::plan(comm, plan_options);
     if (train_cmd->parsed()) return atl::train::train(comm, tc);
     if (wan_sim_cmd->parsed()) return atl::cli::wan_sim(comm, wan_sim_options);
+    if (wan_platform_cmd->parsed()) return atl::cli::wan_platform(comm, wan_platform_options);
     if (analyze_cmd->parsed()) {
       an.generator.values = analyze_values == "integer" ? atl::sparse::ValueKind::integer
                                                         : atl::sparse::ValueKind::normal;

@@ -13,10 +13,6 @@
 #include "atoll/wan/schedule_file.h"
 #include "wan_common.h"
 
-#ifndef ATOLL_DATA_DIR
-#define ATOLL_DATA_DIR "data"
-#endif
-
 namespace atl::cli {
 
 void check_plan_flags(const PlanCommandOptions& o) {
@@ -39,59 +35,22 @@ void check_plan_flags(const PlanCommandOptions& o) {
   }
 }
 
-wan::Topology load_wan_topology(const PlanCommandOptions& o,
-                                std::optional<double> fpga_memory_bytes) {
-  wan::SiteDefaults defaults;
-  if (fpga_memory_bytes)
-    defaults.fpga_memory_bytes = static_cast<std::uint64_t>(*fpga_memory_bytes);
-  if (o.egress_gbps) defaults.egress_bytes_per_s = *o.egress_gbps * 1e9 / 8;
-  if (o.ingress_gbps) defaults.ingress_bytes_per_s = *o.ingress_gbps * 1e9 / 8;
-  const std::string file =
-      o.topology_file.empty() ? std::string(ATOLL_DATA_DIR) + "/cities-9.csv" : o.topology_file;
-  auto t = wan::load_topology_csv(file, defaults);
-  if (!o.latency_matrix_file.empty()) wan::load_latency_matrix_csv(t, o.latency_matrix_file);
-  // A memory flag overrides per-site values from the file too.
-  if (fpga_memory_bytes || o.egress_gbps || o.ingress_gbps) {
-    auto sites = t.sites();
-    for (auto& s : sites) {
-      if (fpga_memory_bytes) s.fpga_memory_bytes = static_cast<std::uint64_t>(*fpga_memory_bytes);
-      if (o.egress_gbps) s.egress_bytes_per_s = *o.egress_gbps * 1e9 / 8;
-      if (o.ingress_gbps) s.ingress_bytes_per_s = *o.ingress_gbps * 1e9 / 8;
-    }
-    std::vector<double> lat(t.size() * t.size());
-    for (std::size_t i = 0; i < t.size(); ++i)
-      for (std::size_t j = 0; j < t.size(); ++j) lat[i * t.size() + j] = t.latency_s(i, j);
-    wan::Topology u(std::move(sites));
-    u.set_latency_matrix(lat);
-    return u;
-  }
+wan::TopologyOptions topology_options(const PlanCommandOptions& o,
+                                      std::optional<double> fpga_memory_bytes) {
+  wan::TopologyOptions t;
+  t.topology_file = o.topology_file;
+  t.latency_matrix_file = o.latency_matrix_file;
+  t.fpga_memory_bytes = fpga_memory_bytes;
+  if (o.egress_gbps) t.egress_bytes_per_s = *o.egress_gbps * 1e9 / 8;
+  if (o.ingress_gbps) t.ingress_bytes_per_s = *o.ingress_gbps * 1e9 / 8;
   return t;
 }
 
-std::uint64_t aggregation_unit(const PlanCommandOptions& o, const wan::Topology& t,
-                               double payload_bytes) {
-  return o.chunk_bytes > 0 ? o.chunk_bytes : wan::default_chunk_bytes(t, payload_bytes);
-}
-
-// Exhaustive where the partitions can be enumerated quickly (3,425 for 9 sites, 10 ways more per
-// added site), the heuristic beyond.
-constexpr std::size_t kExhaustiveMaxSites = 10;
-wan::EvaluatedSchedule best_plan(const wan::Topology& t, const wan::PlanOptions& po) {
-  auto best =
-      t.size() <= kExhaustiveMaxSites ? wan::plan_exhaustive(t, po) : wan::plan_heuristic(t, po);
-  best.name = "planned";  // the chosen schedule, whichever search found it
-  return best;
-}
-
-wan::ScheduleFile to_schedule_file(const wan::Topology& t, const wan::EvaluatedSchedule& e,
-                                   double payload_bytes) {
-  wan::ScheduleFile f;
-  f.name = e.name;
-  for (const auto& s : t.sites()) f.site_codes.push_back(s.code);
-  f.payload_bytes = payload_bytes;
-  f.rounds_to_consensus = e.rounds;
-  f.rounds = e.resolved;
-  return f;
+wan::PlanRequest plan_request(const PlanCommandOptions& o, double payload_bytes) {
+  return {.payload_bytes = payload_bytes,
+          .chunk_bytes = o.chunk_bytes,
+          .compute_s = o.compute_s,
+          .epsilon = o.epsilon};
 }
 
 namespace {
@@ -153,19 +112,15 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
       }
       if (!o.sweep.empty() && !o.schedule_out.empty())
         throw UsageError("--schedule-out writes one schedule: not with --sweep");
-      wan::PlanOptions po;
-      po.round.payload_bytes = payload;
-      po.round.compute_s = o.compute_s;
-      po.epsilon = o.epsilon;
       if (o.sweep.empty()) {
-        const auto t = load_wan_topology(o, o.fpga_memory_bytes);
-        po.round.chunk_bytes = aggregation_unit(o, t, payload);
-        const auto best = best_plan(t, po);
+        const auto t = wan::load_topology(topology_options(o, o.fpga_memory_bytes));
+        const auto po = wan::plan_options(t, plan_request(o, payload));
+        const auto best = wan::best_plan(t, po);
         const auto bound = wan::consensus_time_lower_bound(t, po.round, o.epsilon);
         auto all = wan::baselines(t, po);
         all.insert(all.begin(), best);
         if (!o.schedule_out.empty()) {
-          wan::write_schedule_file(o.schedule_out, to_schedule_file(t, best, payload));
+          wan::write_schedule_file(o.schedule_out, wan::to_schedule_file(t, best, payload));
         }
         const auto hierarchical_skipped = wan::hierarchical_not_applicable(t);
         if (o.json) {
@@ -211,9 +166,9 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
                                       "bound_allows"));
         }
         for (double mem = 1e6; mem <= 64e9 * 1.01; mem *= 2) {
-          const auto t = load_wan_topology(o, mem);
-          po.round.chunk_bytes = aggregation_unit(o, t, payload);
-          const auto best = best_plan(t, po);
+          const auto t = wan::load_topology(topology_options(o, mem));
+          const auto po = wan::plan_options(t, plan_request(o, payload));
+          const auto best = wan::best_plan(t, po);
           const auto base = wan::baselines(t, po);
           const auto bound = wan::consensus_time_lower_bound(t, po.round, o.epsilon);
           if (o.json) {

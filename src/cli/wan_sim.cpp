@@ -119,7 +119,7 @@ int wan_sim(comm::Communicator& comm, const WanSimOptions& o) {
       if (o.rounds && *o.rounds == 0)
         throw UsageError("--rounds must be at least 1 (got 0); leave it out for the default");
       check_plan_flags(o.plan);
-      const auto t = load_wan_topology(o.plan, o.plan.fpga_memory_bytes);
+      const auto t = wan::load_topology(topology_options(o.plan, o.plan.fpga_memory_bytes));
       std::vector<Candidate> candidates;
       double payload = o.plan.payload_bytes.value_or(kDefaultPayloadBytes);
       std::optional<wan::ScheduleFile> file;
@@ -128,25 +128,19 @@ int wan_sim(comm::Communicator& comm, const WanSimOptions& o) {
         file = wan::read_schedule_file(o.schedule_file);
         if (!o.plan.payload_bytes) payload = file->payload_bytes;
       }
-      const std::uint64_t chunk = aggregation_unit(o.plan, t, payload);
+      const auto po = wan::plan_options(t, plan_request(o.plan, payload));
+      const std::uint64_t chunk = po.round.chunk_bytes;
       if (file) {
         candidates.push_back({file->name, wan::rounds_on(*file, t), file->rounds_to_consensus});
       } else {
-        wan::PlanOptions po;
-        po.round.payload_bytes = payload;
-        po.round.chunk_bytes = chunk;
-        po.round.compute_s = o.plan.compute_s;
-        po.epsilon = o.plan.epsilon;
         auto all = wan::baselines(t, po);
-        all.insert(all.begin(), best_plan(t, po));
+        all.insert(all.begin(), wan::best_plan(t, po));
         if (const auto why = wan::hierarchical_not_applicable(t))
           not_applicable.emplace_back("hierarchical", *why);
         for (const auto& e : all) candidates.push_back({e.name, e.resolved, e.rounds});
       }
       wan::SimulationOptions so;
-      so.round.payload_bytes = payload;
-      so.round.chunk_bytes = chunk;
-      so.round.compute_s = o.plan.compute_s;
+      so.round = po.round;
       so.throttle = !o.no_throttle;
       so.flow_level_unicast = o.flow_level_unicast;
       const double memory = static_cast<double>(t.site(0).fpga_memory_bytes);

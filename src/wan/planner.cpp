@@ -356,4 +356,33 @@ std::vector<EvaluatedSchedule> baselines(const Topology& t, const PlanOptions& o
   return out;
 }
 
+PlanOptions plan_options(const Topology& t, const PlanRequest& r) {
+  if (!(r.payload_bytes > 0 && std::isfinite(r.payload_bytes))) {
+    throw std::invalid_argument(
+        fmt::format("payload must be a positive number of bytes (got {})", r.payload_bytes));
+  }
+  if (!(r.compute_s >= 0 && std::isfinite(r.compute_s))) {
+    throw std::invalid_argument(
+        fmt::format("compute time must be >= 0 seconds (got {})", r.compute_s));
+  }
+  if (!(r.epsilon > 0 && r.epsilon < 1))
+    throw std::invalid_argument(fmt::format("epsilon must be in (0, 1) (got {})", r.epsilon));
+  PlanOptions po;
+  po.round.payload_bytes = r.payload_bytes;
+  po.round.chunk_bytes = aggregation_unit(t, r.payload_bytes, r.chunk_bytes);
+  po.round.compute_s = r.compute_s;
+  po.epsilon = r.epsilon;
+  return po;
+}
+
+std::uint64_t aggregation_unit(const Topology& t, double payload_bytes, std::uint64_t chunk_bytes) {
+  return chunk_bytes > 0 ? chunk_bytes : default_chunk_bytes(t, payload_bytes);
+}
+
+EvaluatedSchedule best_plan(const Topology& t, const PlanOptions& o) {
+  auto best = t.size() <= kExhaustiveMaxSites ? plan_exhaustive(t, o) : plan_heuristic(t, o);
+  best.name = "planned";
+  return best;
+}
+
 }  // namespace atl::wan

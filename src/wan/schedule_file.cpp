@@ -198,4 +198,14 @@ std::vector<ResolvedRound> rounds_on(const ScheduleFile& s, const Topology& t) {
   return out;
 }
 
+ScheduleFile to_schedule_file(const Topology& t, const EvaluatedSchedule& e, double payload_bytes) {
+  ScheduleFile f;
+  f.name = e.name;
+  for (const auto& s : t.sites()) f.site_codes.push_back(s.code);
+  f.payload_bytes = payload_bytes;
+  f.rounds_to_consensus = e.rounds;
+  f.rounds = e.resolved;
+  return f;
+}
+
 }  // namespace atl::wan

@@ -4,7 +4,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
+
+#ifndef ATOLL_DATA_DIR
+#define ATOLL_DATA_DIR "data"
+#endif
 
 namespace atl::wan {
 namespace {
@@ -179,6 +184,67 @@ void load_latency_matrix_csv(Topology& topology, const std::filesystem::path& fi
     }
   }
   topology.set_latency_matrix(seconds);
+}
+
+std::filesystem::path default_topology_file() {
+  return std::filesystem::path(ATOLL_DATA_DIR) / "cities-9.csv";
+}
+
+namespace {
+
+// `sites` with the latencies of `from` between the sites at `indices` (measured or modelled).
+Topology with_latencies_of(const Topology& from, std::vector<Site> sites,
+                           const std::vector<std::size_t>& indices) {
+  const std::size_t n = indices.size();
+  std::vector<double> latency(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) latency[i * n + j] = from.latency_s(indices[i], indices[j]);
+  Topology t(std::move(sites));
+  t.set_latency_matrix(latency);
+  return t;
+}
+
+}  // namespace
+
+Topology load_topology(const TopologyOptions& o) {
+  const auto check = [](const char* what, const std::optional<double>& v) {
+    if (v && !(*v > 0 && std::isfinite(*v)))
+      throw std::invalid_argument(fmt::format("{} must be a positive number (got {})", what, *v));
+  };
+  check("FPGA memory override (bytes)", o.fpga_memory_bytes);
+  check("egress override (bytes/s)", o.egress_bytes_per_s);
+  check("ingress override (bytes/s)", o.ingress_bytes_per_s);
+  SiteDefaults defaults;
+  if (o.fpga_memory_bytes)
+    defaults.fpga_memory_bytes = static_cast<std::uint64_t>(*o.fpga_memory_bytes);
+  if (o.egress_bytes_per_s) defaults.egress_bytes_per_s = *o.egress_bytes_per_s;
+  if (o.ingress_bytes_per_s) defaults.ingress_bytes_per_s = *o.ingress_bytes_per_s;
+  auto t = load_topology_csv(o.topology_file.empty() ? default_topology_file() : o.topology_file,
+                             defaults);
+  if (!o.latency_matrix_file.empty()) load_latency_matrix_csv(t, o.latency_matrix_file);
+  if (!o.fpga_memory_bytes && !o.egress_bytes_per_s && !o.ingress_bytes_per_s) return t;
+  auto sites = t.sites();  // the overrides replace per-site values from the file too
+  for (auto& s : sites) {
+    if (o.fpga_memory_bytes) s.fpga_memory_bytes = static_cast<std::uint64_t>(*o.fpga_memory_bytes);
+    if (o.egress_bytes_per_s) s.egress_bytes_per_s = *o.egress_bytes_per_s;
+    if (o.ingress_bytes_per_s) s.ingress_bytes_per_s = *o.ingress_bytes_per_s;
+  }
+  std::vector<std::size_t> all(t.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return with_latencies_of(t, std::move(sites), all);
+}
+
+Topology select_sites(const Topology& t, const std::vector<std::string>& codes) {
+  std::vector<std::size_t> indices;
+  std::vector<Site> sites;
+  std::set<std::string> seen;
+  for (const auto& code : codes) {
+    if (!seen.insert(code).second)
+      throw TopologyError(fmt::format("site '{}' is selected twice", code));
+    indices.push_back(t.index_of(code));
+    sites.push_back(t.site(indices.back()));
+  }
+  return with_latencies_of(t, std::move(sites), indices);
 }
 
 }  // namespace atl::wan

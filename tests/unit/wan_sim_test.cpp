@@ -5,11 +5,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "atoll/wan/planner.h"
 #include "atoll/wan/round_model.h"
 #include "atoll/wan/schedule_file.h"
 #include "atoll/wan/simulator.h"
+#include "atoll/wan/smpi_platform.h"
 #include "atoll/wan/topology.h"
 
 namespace {
@@ -260,6 +262,132 @@ TEST(Simulator, PlannerSchedulesAgreeWithTheModelOnNineCities) {
       }
     }
   }
+}
+
+TEST(ScheduleFile, ToScheduleFileCarriesThePlannedSchedule) {
+  const auto t = load_topology({.fpga_memory_bytes = 8e6});
+  const auto po = plan_options(t, {.payload_bytes = 1e7});
+  const auto best = best_plan(t, po);
+  const auto f = to_schedule_file(t, best, 1e7);
+  EXPECT_EQ(f.name, "planned");
+  ASSERT_EQ(f.site_codes.size(), 9u);
+  EXPECT_EQ(f.site_codes.front(), "TYO");
+  EXPECT_DOUBLE_EQ(f.payload_bytes, 1e7);
+  EXPECT_EQ(f.rounds_to_consensus, best.rounds);
+  const auto back = parse_schedule(format_schedule(f));
+  const auto rounds = rounds_on(back, t);
+  ASSERT_EQ(rounds.size(), best.resolved.size());
+  for (std::size_t r = 0; r < best.resolved.size(); ++r) {
+    const auto& got = rounds[r];
+    ASSERT_EQ(got.size(), best.resolved[r].size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].kind, best.resolved[r][k].kind);
+      EXPECT_EQ(got[k].sites, best.resolved[r][k].sites);
+    }
+  }
+}
+
+// The SMPI platform across WAN sites (smpi_platform.h): one host per site, one access link per
+// site, one latency link per pair carrying the topology's latency, a route for every pair.
+TEST(SmpiPlatform, EightSitesTwentyEightPairLinksWithTheTopologysLatencies) {
+  const auto all = load_topology({});
+  std::vector<std::string> codes;
+  for (std::size_t i = 0; i < 8; ++i) codes.push_back(all.site(i).code);
+  const auto t = select_sites(all, codes);
+  SmpiPlatformOptions o;
+  o.name = "wan-test";
+  o.access_bits_per_s = 1e9;
+  o.smpi_cfg = "smpi/allreduce:ring";
+  const auto xml = smpi_platform_xml(t, o);
+  EXPECT_NE(xml.find("<zone id=\"wan-test\" routing=\"Full\">"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<prop id=\"atoll_smpi_cfg\" value=\"smpi/allreduce:ring\"/>"),
+            std::string::npos);
+  const std::regex host("<host id=\"([A-Z]+)\" speed=\"1Gf\"/>");
+  std::vector<std::string> hosts;
+  for (std::sregex_iterator i(xml.begin(), xml.end(), host), end; i != end; ++i)
+    hosts.push_back((*i)[1]);
+  EXPECT_EQ(hosts, codes);  // site order: rank i runs at site i
+  const std::regex access(
+      "<link id=\"([A-Z]+)-access\" bandwidth=\"1Gbps\" latency=\"0us\" "
+      "sharing_policy=\"SPLITDUPLEX\"/>");
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(xml.begin(), xml.end(), access), std::sregex_iterator()),
+      8);
+  const std::regex pair(
+      "<link id=\"([A-Z]+)-([A-Z]+)\" bandwidth=\"1Pbps\" "
+      "latency=\"([0-9.]+)ms\" sharing_policy=\"FATPIPE\"/>");
+  std::size_t pairs = 0;
+  for (std::sregex_iterator i(xml.begin(), xml.end(), pair), end; i != end; ++i, ++pairs) {
+    const auto a = t.index_of((*i)[1]), b = t.index_of((*i)[2]);
+    EXPECT_LT(a, b);
+    EXPECT_NEAR(std::stod((*i)[3]) * 1e-3, t.latency_s(a, b), 1e-9) << (*i)[0];
+  }
+  EXPECT_EQ(pairs, 28u);
+  const std::regex route(
+      "<route src=\"([A-Z]+)\" dst=\"([A-Z]+)\" symmetrical=\"YES\"><link_ctn "
+      "id=\"\\1-access\" direction=\"UP\"/><link_ctn id=\"\\1-\\2\"/><link_ctn "
+      "id=\"\\2-access\" direction=\"DOWN\"/></route>");
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(xml.begin(), xml.end(), route), std::sregex_iterator()),
+      28);
+}
+
+// The committed platform (scripts/make-wan-platform wan-8x1g 8 1Gbps) still matches the topology
+// model: eight hosts in site order, 28 pair links with the planner's latencies (to the 1 ns the
+// file keeps), the chosen collectives. Regenerate it when the model or the choice changes.
+TEST(SmpiPlatform, CommittedWan8x1gMatchesTheTopology) {
+  std::ifstream in(std::filesystem::path(ATOLL_SOURCE_DIR) / "platforms/wan-8x1g.xml");
+  ASSERT_TRUE(in) << "platforms/wan-8x1g.xml is missing";
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto all = load_topology({});
+  std::vector<std::string> codes;
+  for (std::size_t i = 0; i < 8; ++i) codes.push_back(all.site(i).code);
+  const auto t = select_sites(all, codes);
+  const std::regex host("<host id=\"([A-Z]+)\"");
+  std::vector<std::string> hosts;
+  for (std::sregex_iterator i(xml.begin(), xml.end(), host), end; i != end; ++i)
+    hosts.push_back((*i)[1]);
+  EXPECT_EQ(hosts, codes);
+  const std::regex pair(
+      "<link id=\"([A-Z]+)-([A-Z]+)\" bandwidth=\"1Pbps\" "
+      "latency=\"([0-9.]+)ms\" sharing_policy=\"FATPIPE\"/>");
+  std::size_t pairs = 0;
+  for (std::sregex_iterator i(xml.begin(), xml.end(), pair), end; i != end; ++i, ++pairs) {
+    EXPECT_NEAR(std::stod((*i)[3]) * 1e-3, t.latency_s(t.index_of((*i)[1]), t.index_of((*i)[2])),
+                1e-9)
+        << (*i)[0];
+  }
+  EXPECT_EQ(pairs, 28u);
+  EXPECT_NE(xml.find("bandwidth=\"1Gbps\" latency=\"0us\" sharing_policy=\"SPLITDUPLEX\""),
+            std::string::npos);
+  EXPECT_NE(xml.find(std::string("<prop id=\"atoll_smpi_cfg\" value=\"") + kWanSmpiCollectives),
+            std::string::npos);
+}
+
+TEST(SmpiPlatform, AsymmetricLatenciesGetOneLinkAndRoutePerDirection) {
+  auto t = line({0, 0.010, 0.020, 0}, 1 << 20);
+  const auto xml = smpi_platform_xml(t, {});
+  EXPECT_NE(xml.find("<link id=\"A-B\" bandwidth=\"1Pbps\" latency=\"10.000000ms\""),
+            std::string::npos)
+      << xml;
+  EXPECT_NE(xml.find("<link id=\"B-A\" bandwidth=\"1Pbps\" latency=\"20.000000ms\""),
+            std::string::npos);
+  EXPECT_NE(xml.find("<route src=\"B\" dst=\"A\" symmetrical=\"NO\">"), std::string::npos);
+  EXPECT_EQ(xml.find("atoll_smpi_cfg"), std::string::npos);  // none asked for
+}
+
+TEST(SmpiPlatform, BandwidthUnitsAndBadInput) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bits_per_s("1Gbps"), 1e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bits_per_s("2.5Mbps"), 2.5e6);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bits_per_s("10GBps"), 80e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bits_per_s("100bps"), 100);
+  for (const char* bad : {"1", "Gbps", "0Gbps", "-1Gbps", "1Gbit", "1xGbps", "infGbps"})
+    EXPECT_THROW(parse_bandwidth_bits_per_s(bad), std::invalid_argument) << bad;
+  const auto t = line({0, 0.010, 0.010, 0}, 1 << 20);
+  EXPECT_THROW(smpi_platform_xml(t, {.access_bits_per_s = 0}), std::invalid_argument);
+  EXPECT_THROW(smpi_platform_xml(t, {.name = "a\"b"}), std::invalid_argument);
+  EXPECT_NE(smpi_platform_xml(t, {.access_bits_per_s = 2.5e6}).find("bandwidth=\"2500kbps\""),
+            std::string::npos);
 }
 
 }  // namespace

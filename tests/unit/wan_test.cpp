@@ -352,4 +352,87 @@ TEST(Planner, HierarchicalBaselineDoesNotApplyToOneContinentOrOneSiteEach) {
   EXPECT_EQ(all.size(), 3u);  // the all-to-all and ring baselines remain
 }
 
+// The helpers the planner's command line and the trainer share (topology.h, planner.h).
+TEST(Topology, LoadTopologyAppliesOverridesToEverySiteAndKeepsLatencies) {
+  const auto file = std::filesystem::temp_directory_path() / "atoll-override-test.csv";
+  // B sets its own bandwidths and memory in the file: the overrides replace them too.
+  std::ofstream(file) << "A,Alpha,Europe,50,0\nB,Beta,Asia,35,139,40,20,16\n";
+  const auto plain = load_topology({.topology_file = file});
+  EXPECT_EQ(plain.site(0).fpga_memory_bytes, SiteDefaults{}.fpga_memory_bytes);
+  EXPECT_DOUBLE_EQ(plain.site(1).egress_bytes_per_s, 40e9 / 8);
+  const auto t = load_topology({.topology_file = file,
+                                .fpga_memory_bytes = 8e6,
+                                .egress_bytes_per_s = 1e9 / 8,
+                                .ingress_bytes_per_s = 2e9 / 8});
+  for (const auto& s : t.sites()) {
+    EXPECT_EQ(s.fpga_memory_bytes, 8'000'000u) << s.code;
+    EXPECT_DOUBLE_EQ(s.egress_bytes_per_s, 1e9 / 8) << s.code;
+    EXPECT_DOUBLE_EQ(s.ingress_bytes_per_s, 2e9 / 8) << s.code;
+  }
+  EXPECT_DOUBLE_EQ(t.latency_s(0, 1), plain.latency_s(0, 1));
+  // A measured matrix survives the overrides.
+  const auto matrix = std::filesystem::temp_directory_path() / "atoll-override-latency.csv";
+  std::ofstream(matrix) << "code,A,B\nA,0,12.5\nB,12.5,0\n";
+  const auto m = load_topology(
+      {.topology_file = file, .latency_matrix_file = matrix, .fpga_memory_bytes = 1e6});
+  EXPECT_DOUBLE_EQ(m.latency_s(1, 0), 0.0125);
+  EXPECT_THROW(load_topology({.topology_file = file, .fpga_memory_bytes = 0}),
+               std::invalid_argument);
+  EXPECT_THROW(load_topology({.topology_file = file, .egress_bytes_per_s = -1}),
+               std::invalid_argument);
+  EXPECT_THROW(load_topology({.topology_file = file, .ingress_bytes_per_s = INFINITY}),
+               std::invalid_argument);
+  EXPECT_THROW(load_topology({.topology_file = "/nonexistent/sites.csv"}), TopologyError);
+  std::filesystem::remove(file);
+  std::filesystem::remove(matrix);
+}
+
+TEST(Topology, DefaultTopologyIsTheNineCities) {
+  const auto t = load_topology({});
+  ASSERT_EQ(t.size(), 9u);
+  EXPECT_EQ(t.site(0).code, "TYO");
+  EXPECT_EQ(
+      std::filesystem::canonical(default_topology_file()),
+      std::filesystem::canonical(std::filesystem::path(ATOLL_SOURCE_DIR) / "data/cities-9.csv"));
+}
+
+TEST(Topology, SelectSitesKeepsTheirLatenciesInTheGivenOrder) {
+  const auto all = load_topology({});
+  const auto t = select_sites(all, {"LON", "TYO", "NYC"});
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t.site(0).code, "LON");
+  EXPECT_DOUBLE_EQ(t.latency_s(0, 1), all.latency_s(all.index_of("LON"), all.index_of("TYO")));
+  EXPECT_DOUBLE_EQ(t.latency_s(2, 1), all.latency_s(all.index_of("NYC"), all.index_of("TYO")));
+  EXPECT_THROW(select_sites(all, {"LON", "PAR"}), TopologyError);
+  EXPECT_THROW(select_sites(all, {"LON", "LON"}), TopologyError);
+  EXPECT_THROW(select_sites(all, {"LON"}), TopologyError);  // one site
+}
+
+TEST(Planner, PlanOptionsResolveTheAggregationUnitAndCheckTheRequest) {
+  const auto t = load_topology({.fpga_memory_bytes = 8e6});
+  const auto po = plan_options(t, {.payload_bytes = 1e9, .compute_s = 0.5, .epsilon = 1e-2});
+  EXPECT_DOUBLE_EQ(po.round.payload_bytes, 1e9);
+  EXPECT_EQ(po.round.chunk_bytes, default_chunk_bytes(t, 1e9));
+  EXPECT_EQ(aggregation_unit(t, 1e9, 0), default_chunk_bytes(t, 1e9));
+  EXPECT_DOUBLE_EQ(po.round.compute_s, 0.5);
+  EXPECT_DOUBLE_EQ(po.epsilon, 1e-2);
+  EXPECT_EQ(plan_options(t, {.chunk_bytes = 4096}).round.chunk_bytes, 4096u);
+  EXPECT_DOUBLE_EQ(plan_options(t, {}).round.payload_bytes, kDefaultPayloadBytes);
+  EXPECT_THROW(plan_options(t, {.payload_bytes = 0}), std::invalid_argument);
+  EXPECT_THROW(plan_options(t, {.payload_bytes = NAN}), std::invalid_argument);
+  EXPECT_THROW(plan_options(t, {.compute_s = -1}), std::invalid_argument);
+  EXPECT_THROW(plan_options(t, {.epsilon = 1}), std::invalid_argument);
+}
+
+TEST(Planner, BestPlanIsTheExhaustiveOptimumNamedPlanned) {
+  const auto t = load_topology({.fpga_memory_bytes = 8e6});
+  const auto po = plan_options(t, {.payload_bytes = 1e8});
+  const auto best = best_plan(t, po);
+  EXPECT_EQ(best.name, "planned");
+  const auto exhaustive = plan_exhaustive(t, po);
+  EXPECT_EQ(best.schedule, exhaustive.schedule);
+  EXPECT_DOUBLE_EQ(best.time_to_consensus_s, exhaustive.time_to_consensus_s);
+  EXPECT_EQ(best.max_clique_size, 3u);  // small memory: rotating triads (docs/wan.md)
+}
+
 }  // namespace

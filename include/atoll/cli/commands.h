@@ -73,4 +73,17 @@ struct WanSimOptions {
 };
 int wan_sim(comm::Communicator& comm, const WanSimOptions& options);
 
+// wan-platform: `atoll wan-platform` writes a SimGrid platform for SMPI runs across WAN sites,
+// with the topology's latencies (src/cli/wan_platform.cpp, atoll/wan/smpi_platform.h).
+struct WanPlatformOptions {
+  std::string topology_file;        // empty: data/cities-9.csv
+  std::string latency_matrix_file;  // optional measured one-way latencies (ms)
+  std::string sites;                // "": all; "N": the first N in file order; "A,B,...": these
+  std::string bandwidth;            // each site's access link, SimGrid units ("1Gbps")
+  std::string name;                 // the zone's id; empty: --out's stem, else "wan"
+  std::optional<std::string> smpi_cfg;  // absent: wan::kWanSmpiCollectives; "" writes none
+  std::string out;                      // empty: standard output
+};
+int wan_platform(comm::Communicator& comm, const WanPlatformOptions& options);
+
 }  // namespace atl::cli

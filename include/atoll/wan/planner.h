@@ -26,6 +26,25 @@ struct PlanOptions {
   std::size_t max_rounds = 100000;
 };
 
+// The payload `atoll plan` assumes when none is given (bytes per site per exchange).
+inline constexpr double kDefaultPayloadBytes = 100e6;
+
+// What a caller (the planner's command line, the trainer) asks to plan for.
+struct PlanRequest {
+  double payload_bytes = kDefaultPayloadBytes;  // > 0, finite
+  std::uint64_t chunk_bytes = 0;  // FPGA aggregation unit; 0: default_chunk_bytes(topology, S)
+  double compute_s = 0;           // local work per round, >= 0
+  double epsilon = 1e-3;          // consensus target, in (0, 1)
+};
+
+// PlanOptions for `request` on `topology`, the aggregation unit resolved (aggregation_unit).
+// std::invalid_argument naming the field when a value is out of range.
+PlanOptions plan_options(const Topology& topology, const PlanRequest& request);
+
+// `chunk_bytes` if non-zero, else default_chunk_bytes(topology, payload_bytes).
+std::uint64_t aggregation_unit(const Topology& topology, double payload_bytes,
+                               std::uint64_t chunk_bytes);
+
 struct EvaluatedSchedule {
   std::string name;
   Transport transport = Transport::multicast_fpga;
@@ -55,6 +74,14 @@ EvaluatedSchedule plan_exhaustive(const Topology& topology, const PlanOptions& o
 // local search (swap two sites between cliques while the bound improves); the best period-1 or
 // period-2 schedule among them is returned, named "planned_heuristic".
 EvaluatedSchedule plan_heuristic(const Topology& topology, const PlanOptions& options);
+
+// Up to this many sites best_plan searches exhaustively (3,425 partitions for 9 sites, about 10
+// times more per added site); beyond, it uses the heuristic.
+inline constexpr std::size_t kExhaustiveMaxSites = 10;
+
+// The planner's best schedule: plan_exhaustive up to kExhaustiveMaxSites, plan_heuristic beyond,
+// named "planned" whichever search found it. Throws as they do.
+EvaluatedSchedule best_plan(const Topology& topology, const PlanOptions& options);
 
 // A lower bound on the time to ε-consensus of any schedule, any transport (for ε < 1/N, where
 // every site's result must depend on every other site's payload): site i cannot hold a result

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "atoll/wan/planner.h"
 #include "atoll/wan/round_model.h"
 #include "atoll/wan/topology.h"
 
@@ -51,6 +52,11 @@ std::string format_schedule(const ScheduleFile& schedule);
 // exactly once, groups of >= 2 known sites, no site twice in a round, at least one round,
 // positive payload.
 ScheduleFile parse_schedule(const std::string& text, const std::string& source = "schedule");
+
+// The file for a planned schedule: its name, the topology's codes, its resolved period and rounds
+// to consensus, and the payload it was planned for.
+ScheduleFile to_schedule_file(const Topology& topology, const EvaluatedSchedule& schedule,
+                              double payload_bytes);
 
 // Atomic: writes FILE.tmp.<pid> then renames it over FILE. ScheduleFileError if it cannot.
 void write_schedule_file(const std::filesystem::path& file, const ScheduleFile& schedule);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -80,5 +81,26 @@ Topology load_topology_csv(const std::filesystem::path& file, const SiteDefaults
 // Reads a measured one-way latency matrix (milliseconds) as CSV: a header `code,A,B,...` then one
 // row per site `A,0,x,...`, in any order; every site of `topology` must appear.
 void load_latency_matrix_csv(Topology& topology, const std::filesystem::path& file);
+
+// The nine-city topology shipped with atoll (data/cities-9.csv in the source tree).
+std::filesystem::path default_topology_file();
+
+// Where a topology comes from and what replaces the file's per-site values. Each override, when
+// given, applies to every site, including sites whose file row sets the value.
+struct TopologyOptions {
+  std::filesystem::path topology_file;        // empty: default_topology_file()
+  std::filesystem::path latency_matrix_file;  // empty: modelled latencies (load_latency_matrix_csv)
+  std::optional<double> fpga_memory_bytes;    // > 0, rounded down to whole bytes
+  std::optional<double> egress_bytes_per_s, ingress_bytes_per_s;  // > 0
+};
+
+// Reads the topology (and latency matrix) the options name and applies the overrides; the
+// latencies are those of the file (modelled, or measured), whatever the overrides.
+// std::invalid_argument if an override is not positive and finite; TopologyError on bad files.
+Topology load_topology(const TopologyOptions& options);
+
+// The sites named by `codes`, in that order, with their latencies (modelled or measured) kept.
+// TopologyError naming an unknown or repeated code, or if fewer than two remain.
+Topology select_sites(const Topology& topology, const std::vector<std::string>& codes);
 
 }  // namespace atl::wan
