@@ -74,10 +74,10 @@ class Communicator;
 // owns what the operation needs until it completes: the MPI requests of its current stage, any
 // count arrays and scratch space, the stage still to post (iallreduce has two) and the traffic to
 // add to its communicator's counters on completion. Complete it with Communicator::wait (or see it
-// complete in Communicator::progress) before touching its buffers, and keep its communicator alive
-// until then. Destroying an incomplete request completes it, every stage, without throwing (MPI
-// forbids freeing a pending collective, and peers would wait for a stage never posted), so buffers
-// are never released under the library; its traffic is then not counted.
+// complete in Communicator::progress) before touching its buffers. Destroying an incomplete request
+// (or its communicator) completes it, every stage, without throwing (MPI forbids freeing a pending
+// collective, and peers would wait for a stage never posted), so buffers are never released under
+// the library; its traffic is then not counted.
 class Request {
  public:
   Request();
@@ -172,12 +172,21 @@ class Communicator {
 
   // Non-blocking operations built from point-to-point messages (isend/irecv, the same code under
   // Open MPI and SMPI; SMPI 3.32's MPI_Iallreduce sends the whole buffer to every peer). Each is
-  // collective: all ranks post the same operations in the same order (a later wait or progress
-  // order may differ per rank: every request has its own message tag, taken from a per-communicator
-  // sequence; at most 16000 may be in flight at once). Buffers must stay valid until wait().
-  // Elements are split into blocks per rank, counts[q] for rank q, consecutive in rank order;
-  // B = the buffer's bytes, b_q = block q's bytes, n = size(). Traffic (counted on completion) is
-  // what this rank puts on and takes off the wire: every block goes directly to its destination.
+  // collective: all ranks post the same operations in the same order. Buffers must stay valid
+  // until wait(). Elements are split into blocks per rank, counts[q] for rank q, consecutive in
+  // rank order; B = the buffer's bytes, b_q = block q's bytes, n = size(). Traffic (counted on
+  // completion) is what this rank puts on and takes off the wire: every block goes directly to
+  // its destination (n-1 messages in flight each way, the pattern of SMPI's own non-blocking
+  // collectives; on the simulated 16-host cluster as fast as the ring, docs/simulation.md).
+  // Progress and ordering (a stage is posted by this library, not by MPI):
+  // - Every wait() and progress() on a communicator advances all of its requests (posts each
+  //   completed stage's successor), so ranks may complete them in different orders: every request
+  //   has its own message tags, from a per-communicator sequence (at most 16000 in flight).
+  // - Every blocking operation on a communicator first posts the stages still to post of its
+  //   requests (waiting for the stage before), so a peer blocked in wait() can reach it too.
+  // - Requests of different communicators are advanced separately: a rank must not block on one
+  //   communicator while a peer needs a stage of its request on another posted (wait the
+  //   communicators' requests in the same order on all ranks).
 
   // Sum/min/max/bit_or of every rank's `data` into `data` on all ranks, in two stages:
   // reduce-scatter (rank q reduces block q; blocks as even as possible, the first
@@ -214,12 +223,12 @@ class Communicator {
   // Completes `request` (no-op if inactive), posting any stage still to come, and adds its
   // traffic to the counters. MPI errors throw CommError naming rank and operation.
   void wait(Request& request);
-  // Lets the MPI library move `request`'s data while this rank computes (MPI_Testall on its
-  // current stage; a completed first stage posts the second, a completed last stage completes the
-  // request: wait() then has nothing left to do). Open MPI's TCP transport progresses non-blocking
-  // operations only inside MPI calls. Does nothing under SMPI, whose simulated network progresses
-  // by itself (and which charges time for each test); a two-stage request there moves to its
-  // second stage in wait().
+  // Lets the MPI library move `request`'s data while this rank computes (MPI_Testsome over the
+  // communicator's requests; completed stages post their successors; if `request` completed, its
+  // traffic is counted and wait() has nothing left to do). Open MPI's TCP transport progresses
+  // non-blocking operations only inside MPI calls. Does nothing under SMPI, whose simulated
+  // network progresses by itself (and which charges time for each test); a two-stage request
+  // there moves to its second stage in the next wait() or blocking operation.
   void progress(Request& request);
 
   // Personalised exchange of one value per peer (send.size() == size()).
