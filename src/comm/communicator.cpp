@@ -624,8 +624,16 @@ void Communicator::finish(Request& request) {
   request.state_.reset();
 }
 
+void Communicator::check_owner(const Request& request, const char* call) const {
+  if (request.state_->in_flight != &impl_->in_flight) {
+    throw CommError("rank " + std::to_string(rank_) + ": " + call + " (" + request.state_->op +
+                    "): the request belongs to another communicator");
+  }
+}
+
 void Communicator::wait(Request& request) {
   if (!request.state_) return;
+  check_owner(request, "wait");
   const char* call = nullptr;
   const Request::State* failed = nullptr;
   const int rc = Request::State::advance(impl_->in_flight, request.state_.get(),
@@ -641,6 +649,7 @@ void Communicator::wait(Request& request) {
 void Communicator::progress(Request& request) {
 #ifndef ATOLL_SMPI
   if (!request.state_) return;
+  check_owner(request, "progress");
   const char* call = nullptr;
   const Request::State* failed = nullptr;
   const int rc = Request::State::advance(impl_->in_flight, request.state_.get(),

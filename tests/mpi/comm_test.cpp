@@ -358,6 +358,17 @@ TEST(NonBlocking, CountMismatchIsAnError) {
   EXPECT_THROW(comm.iallgather<float>(std::span<const float>(send), recv), comm::CommError);
 }
 
+TEST(SubCommunicator, RequestOfAnotherCommunicatorIsRefused) {
+  Communicator& world = *g_comm;
+  Communicator sub = split_halves(world);
+  auto data = filled<float>(world.rank(), 10);
+  Request r = sub.iallreduce<float>(data, ReduceOp::sum);
+  EXPECT_THROW(world.wait(r), comm::CommError);
+  EXPECT_TRUE(r.active());
+  sub.wait(r);
+  EXPECT_FALSE(r.active());
+}
+
 TEST(SubCommunicator, NonBlockingOperations) {
   Communicator sub = split_halves(*g_comm);
   check_all_iallreduce(sub);

@@ -221,7 +221,8 @@ class Communicator {
   }
 
   // Completes `request` (no-op if inactive), posting any stage still to come, and adds its
-  // traffic to the counters. MPI errors throw CommError naming rank and operation.
+  // traffic to the counters. MPI errors throw CommError naming rank and operation, as does a
+  // request posted on another communicator.
   void wait(Request& request);
   // Lets the MPI library move `request`'s data while this rank computes (MPI_Testsome over the
   // communicator's requests; completed stages post their successors; if `request` completed, its
@@ -312,6 +313,8 @@ class Communicator {
                          std::size_t recv_count, std::size_t elem_bytes);
   // Closes a request whose operation completed: adds its traffic to the counters.
   void finish(Request& request);
+  // Refuses (CommError) a request posted on another communicator.
+  void check_owner(const Request& request, const char* call) const;
   void alltoall_raw(const void* send, void* recv, std::size_t bytes_each);
   void alltoallv_raw(const void* send, std::span<const std::size_t> send_counts, void* recv,
                      std::span<const std::size_t> recv_counts, std::size_t elem_bytes);
