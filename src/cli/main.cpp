@@ -321,8 +321,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--seed", tc.seed, "seed (initialisation and batches)");
   train_cmd
       ->add_option("--strategy", tc.strategy,
-                   "ddp (data-parallel, the default) | diloco (local SGD, outer Nesterov step)")
-      ->check(CLI::IsMember({"ddp", "diloco"}));
+                   "ddp (data-parallel, the default) | diloco (local SGD, outer Nesterov step) | "
+                   "edit (diloco + the pseudo-gradient penalty per layer)")
+      ->check(CLI::IsMember({"ddp", "diloco", "edit"}));
   train_cmd->add_option("--sync-every", tc.sync_every,
                         "diloco: inner steps H between synchronizations");
   train_cmd->add_option("--sync-warmup-steps", tc.sync_warmup_steps,
@@ -331,6 +332,22 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--outer-lr", tc.outer_lr, "diloco: outer SGD learning rate");
   train_cmd->add_option("--outer-momentum", tc.outer_momentum,
                         "diloco: outer Nesterov momentum (0 = plain SGD)");
+  train_cmd->add_flag("--no-penalty{false}", tc.penalty,
+                      "edit: plain averaging instead of the pseudo-gradient penalty");
+  train_cmd->add_option("--anomaly-threshold", tc.anomaly_threshold,
+                        "edit: z-score above which a worker's pseudo-gradient norm is an outlier");
+  train_cmd->add_option("--ewma-alpha", tc.ewma_alpha,
+                        "edit: EWMA weight of a new norm, in (0, 1)");
+  train_cmd->add_option("--ewma-warmup", tc.ewma_warmup,
+                        "edit: synchronizations before anomaly detection starts");
+  train_cmd->add_option("--weight-temperature", tc.weight_temperature,
+                        "edit: T of the softmax(-norm / T) worker weights");
+  train_cmd->add_option("--clip", tc.clip,
+                        "edit: clip each layer's averaged pseudo-gradient norm "
+                        "to this (0 = off)");
+  train_cmd->add_option("--inject-fault", tc.inject_fault,
+                        "experiments: corrupt:RANK:STEP:SCALE scales worker RANK's pseudo-gradient "
+                        "(nan: NaN) at the first sync at or after STEP; recorded in metrics");
   train_cmd
       ->add_option("--optimizer", tc.optimizer,
                    "inner optimizer: adamw | sgd (plain SGD: no momentum, no weight decay)")

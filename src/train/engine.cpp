@@ -16,6 +16,7 @@ Engine::Engine(comm::Communicator& comm, const TrainConfig& cfg)
   for (auto& np : model->named_parameters()) {
     if (np.value().is_same(embedding)) continue;
     dense.push_back(np.value());
+    dense_names.push_back(np.key());
     (np.value().dim() >= 2 ? decay : no_decay).push_back(np.value());
   }
   if (cfg.optimizer == "sgd") {

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "atoll/comm/communicator.h"
@@ -22,6 +23,7 @@ struct Engine {
   Gpt model;
   torch::Tensor embedding;           // model->tok->weight
   std::vector<torch::Tensor> dense;  // every other parameter, in registration order
+  std::vector<std::string> dense_names;  // their names ("blocks.3.fc.weight", ...)
   std::unique_ptr<torch::optim::Optimizer> dense_opt;
   std::unique_ptr<LazyAdamW> embed_opt;  // adamw only
   std::unique_ptr<DenseSync> dense_sync;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "atoll/localsgd/penalty.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/util/files.h"
 
@@ -74,8 +75,19 @@ std::optional<std::string> check_config(const TrainConfig& c) {
       prev = cut;
     }
   }
-  if (c.strategy != "ddp" && c.strategy != "diloco") {
-    return fmt::format("--strategy: unknown strategy '{}' (valid: ddp, diloco)", c.strategy);
+  if (c.strategy != "ddp" && c.strategy != "diloco" && c.strategy != "edit") {
+    return fmt::format("--strategy: unknown strategy '{}' (valid: ddp, diloco, edit)", c.strategy);
+  }
+  const localsgd::PenaltyOptions penalty{c.penalty,     c.anomaly_threshold,  c.ewma_alpha,
+                                         c.ewma_warmup, c.weight_temperature, c.clip};
+  if (auto problem = penalty.check()) return problem;
+  try {
+    const auto fault = parse_fault(c.inject_fault);
+    if (fault && c.strategy == "ddp") {
+      return "--inject-fault corrupts a pseudo-gradient: it needs --strategy diloco or edit";
+    }
+  } catch (const std::invalid_argument& e) {
+    return std::string(e.what());
   }
   if (c.optimizer != "adamw" && c.optimizer != "sgd") {
     return fmt::format("--optimizer: unknown optimizer '{}' (valid: adamw, sgd)", c.optimizer);
@@ -176,6 +188,13 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"sync-warmup-steps", c.sync_warmup_steps},
                             {"outer-lr", c.outer_lr},
                             {"outer-momentum", c.outer_momentum},
+                            {"penalty", c.penalty},
+                            {"anomaly-threshold", c.anomaly_threshold},
+                            {"ewma-alpha", c.ewma_alpha},
+                            {"ewma-warmup", c.ewma_warmup},
+                            {"weight-temperature", c.weight_temperature},
+                            {"clip", c.clip},
+                            {"inject-fault", c.inject_fault},
                             {"topk", c.topk},
                             {"bucket-bytes", c.bucket_bytes},
                             {"eval-every", c.eval_every},
@@ -227,6 +246,45 @@ std::uint64_t vocabulary_fingerprint(const Vocabulary& vocab) {
     h = util::fnv1a({reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}, h);
   }
   return h;
+}
+
+std::optional<FaultInjection> parse_fault(const std::string& spec) {
+  if (spec.empty()) return std::nullopt;
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument(fmt::format(
+        "--inject-fault '{}': {} (expected corrupt:RANK:STEP:SCALE, e.g. corrupt:2:40:100)", spec,
+        why));
+  };
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  while (true) {
+    const auto colon = spec.find(':', at);
+    parts.push_back(spec.substr(at, colon == std::string::npos ? colon : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  if (parts.size() != 4 || parts[0] != "corrupt") throw bad("unknown form");
+  FaultInjection f;
+  try {
+    std::size_t used = 0;
+    f.rank = std::stoi(parts[1], &used);
+    if (used != parts[1].size() || f.rank < 0) throw bad("RANK must be a rank number");
+    f.step = std::stoi(parts[2], &used);
+    if (used != parts[2].size() || f.step < 1) throw bad("STEP must be a step >= 1");
+    if (parts[3] == "nan") {
+      f.scale = std::nan("");
+    } else {
+      f.scale = std::stod(parts[3], &used);
+      if (used != parts[3].size() || !std::isfinite(f.scale))
+        throw bad("SCALE must be a number or nan");
+    }
+  } catch (const std::logic_error& e) {
+    if (dynamic_cast<const std::invalid_argument*>(&e) &&
+        std::string(e.what()).rfind("--inject-fault", 0) == 0)
+      throw;
+    throw bad("not a number");
+  }
+  return f;
 }
 
 }  // namespace atl::train

@@ -2,6 +2,9 @@
 // the learning-rate schedule. Private to src/train; free of LibTorch.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "atoll/comm/communicator.h"
 #include "atoll/train/corpus.h"
 #include "atoll/train/trainer.h"
@@ -17,6 +20,16 @@ void agree_settings(comm::Communicator& comm, const TrainConfig& config);
 
 // Linear warm-up over --warmup-steps, then cosine decay to 10% of `peak` at --steps.
 double learning_rate(const TrainConfig& config, double peak, int step);
+
+// --inject-fault corrupt:RANK:STEP:SCALE (experiments): worker RANK's pseudo-gradient is scaled by
+// SCALE (nan: made NaN) at the first synchronization at or after STEP.
+struct FaultInjection {
+  int rank = 0;
+  int step = 0;
+  double scale = 1;
+};
+// nullopt for an empty spec; throws std::invalid_argument naming the problem.
+std::optional<FaultInjection> parse_fault(const std::string& spec);
 
 // FNV-1a of the vocabulary's words, one per line: tells checkpoints of another vocabulary apart.
 std::uint64_t vocabulary_fingerprint(const Vocabulary& vocab);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 
 #include "agreed.h"
@@ -24,12 +25,12 @@
 #include "atoll/util/files.h"
 #include "checkpoint.h"
 #include "dense_sync.h"
-#include "diloco.h"
 #include "embedding_grad.h"
 #include "embedding_rows.h"
 #include "engine.h"
 #include "evaluation.h"
 #include "lazy_adamw.h"
+#include "local_sgd.h"
 #include "model.h"
 #include "run_log.h"
 #include "scheme_comparison.h"
@@ -69,7 +70,7 @@ RankData load_data(Communicator& comm, const TrainConfig& cfg) {
 // Loads the checkpoint to resume from (--resume: the newest in out/checkpoints; --resume-from)
 // on every rank; returns its step. Refuses, on every rank, what this run cannot continue.
 template <class Index>
-int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, Diloco<Index>* diloco,
+int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<Index>* diloco,
            const RunRecord& this_run) {
   int start = 0;
   const std::filesystem::path out = cfg.out;
@@ -144,7 +145,7 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, Diloco<In
 
 template <class Index>
 void save_checkpoint(Communicator& comm, const TrainConfig& cfg, Engine& engine,
-                     Diloco<Index>* diloco, const RunRecord& this_run, int step) {
+                     LocalSgd<Index>* diloco, const RunRecord& this_run, int step) {
   const auto file = checkpoint_path(cfg.out, step);
   if (diloco) {
     // Replicas differ between synchronizations: every rank writes its model, inner optimizer
@@ -191,6 +192,10 @@ int run(Communicator& comm, const TrainConfig& cfg);
 int train(Communicator& comm, const TrainConfig& cfg) {
   comm.agree(check_config(cfg));
   agree_settings(comm, cfg);
+  if (const auto fault = parse_fault(cfg.inject_fault); fault && fault->rank >= comm.size()) {
+    comm.agree(fmt::format("--inject-fault {}: rank {} does not exist (this run has {} ranks)",
+                           cfg.inject_fault, fault->rank, comm.size()));
+  }
   const std::uint64_t M = static_cast<std::uint64_t>(cfg.model.vocab) * cfg.model.d_embed;
   return M < (std::uint64_t{1} << 32) ? run<std::uint32_t>(comm, cfg)
                                       : run<std::uint64_t>(comm, cfg);
@@ -217,9 +222,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
 
   const std::filesystem::path out = cfg.out;
   const RunRecord this_run = run_record(cfg, world, vocabulary_fingerprint(data.vocab));
-  std::optional<Diloco<Index>> local_sgd;
-  if (cfg.strategy == "diloco") local_sgd.emplace(cfg, engine);
-  Diloco<Index>* diloco = local_sgd ? &*local_sgd : nullptr;
+  std::optional<LocalSgd<Index>> local_sgd;
+  if (cfg.strategy != "ddp") local_sgd.emplace(cfg, engine, world);
+  LocalSgd<Index>* diloco = local_sgd ? &*local_sgd : nullptr;
   int start = 0;
   if (cfg.resume || !cfg.resume_from.empty()) {
     start = resume(comm, cfg, engine, diloco, this_run);
@@ -375,7 +380,22 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     if (local_step) {
       j["local"] = true;
       j["synced"] = synced;
-      if (synced) j["outer_sync_s"] = timer.seconds("outer_sync");
+      if (synced) {
+        j["outer_sync_s"] = timer.seconds("outer_sync");
+        if (diloco->fault_fired()) j["fault_injected"] = cfg.inject_fault;
+        if (cfg.strategy == "edit") {
+          j["edit_dropped"] = diloco->last_dropped();  // [layer, worker] pairs
+          j["edit_skipped_layers"] = diloco->last_skipped_layers();
+        }
+        if (leader && !diloco->last_dropped().empty()) {
+          std::map<int, int> layers_of;  // worker -> layers it was dropped in
+          for (const auto& [layer, w] : diloco->last_dropped()) ++layers_of[w];
+          for (const auto& [w, count] : layers_of) {
+            fmt::print(stderr, "atoll train: step {}: EDiT dropped worker {} in {} of {} layers\n",
+                       step, w, count, diloco->penalty_layers());
+          }
+        }
+      }
     }
     if (eval_now) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.

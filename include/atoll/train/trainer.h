@@ -32,15 +32,27 @@ struct TrainConfig {
   int batch = 16;      // sequences per rank per step
   int steps = 300;
   std::uint64_t seed = 1;
-  // Training strategy: ddp (synchronous data-parallel: gradients summed every step) or diloco
+  // Training strategy: ddp (synchronous data-parallel: gradients summed every step), edit (diloco
+  // plus the pseudo-gradient penalty per layer) or diloco
   // (local SGD: --sync-every H inner steps per worker, then pseudo-gradients averaged and an
   // outer Nesterov-SGD step on the synchronized parameters; docs/train.md).
   std::string strategy = "ddp";
-  int sync_every = 50;          // diloco: H, inner steps between synchronizations
-  int sync_warmup_steps = 0;    // diloco: data-parallel steps before local steps begin
-  double outer_lr = 0.7;        // diloco: outer SGD learning rate
-  double outer_momentum = 0.9;  // diloco: outer Nesterov momentum (0 = plain SGD)
+  int sync_every = 50;              // diloco: H, inner steps between synchronizations
+  int sync_warmup_steps = 0;        // diloco: data-parallel steps before local steps begin
+  double outer_lr = 0.7;            // diloco: outer SGD learning rate
+  double outer_momentum = 0.9;      // diloco: outer Nesterov momentum (0 = plain SGD)
   std::string optimizer = "adamw";  // inner optimizer: adamw | sgd (no momentum, no decay)
+  // edit: the pseudo-gradient penalty per layer (EDiT, ICLR'25; include/atoll/localsgd/penalty.h):
+  // EWMA anomaly elimination, softmax(−norm/T) weights, clipping of the average.
+  bool penalty = true;             // --no-penalty: plain averaging
+  double anomaly_threshold = 3.0;  // z-score threshold
+  double ewma_alpha = 0.02;
+  int ewma_warmup = 120;  // synchronizations before detection starts
+  double weight_temperature = 1.0;
+  double clip = 0.0;  // τ on ||Δ̄|| per layer; 0 = off
+  // Experiments only: "corrupt:RANK:STEP:SCALE" scales worker RANK's pseudo-gradient by SCALE
+  // (or makes it NaN with SCALE nan) at the first synchronization at or after STEP.
+  std::string inject_fault;
   double lr = 3e-3;        // dense parameters (AdamW), peak
   double embed_lr = 3e-3;  // embedding rows (lazy AdamW), peak
   double weight_decay = 0.01;

@@ -15,21 +15,25 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "atoll/comm/communicator.h"
+#include "atoll/localsgd/penalty.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/train/trainer.h"
 #include "embedding_rows.h"
 #include "engine.h"
 #include "flat_params.h"
+#include "settings.h"
 
 namespace atl::train {
 
 template <class Index>
-class Diloco {
+class LocalSgd {
  public:
-  Diloco(const TrainConfig& config, Engine& engine);
+  LocalSgd(const TrainConfig& config, Engine& engine, int world);
 
   // True when `step` trains locally (no per-step gradient synchronization).
   bool is_local(int step) const { return step > sync_warmup_steps_; }
@@ -47,6 +51,13 @@ class Diloco {
   // Bytes this rank sent in the last synchronization (embedding + dense), and its phase times.
   const sync::SyncStats& last_embedding_stats() const { return emb_result_.stats; }
   std::uint64_t last_bytes_sent() const { return last_bytes_sent_; }
+  // edit: the last synchronization's penalty outcome, (layer, worker) pairs dropped and layers
+  // whose outer step was skipped (every worker an outlier); whether the injected fault fired.
+  const std::vector<std::pair<int, int>>& last_dropped() const { return last_dropped_; }
+  const std::vector<int>& last_skipped_layers() const { return last_skipped_; }
+  bool fault_fired() const { return fault_fired_; }
+  // Layers the penalty works on: 0 = the embedding, 1..L = transformer blocks, L+1 = the rest.
+  int penalty_layers() const { return layers_; }
 
   // Checkpoint state shared by all workers (θ̄, outer momentum; rank 0 writes it) and this
   // worker's own (the embedding rows touched since the last sync).
@@ -56,11 +67,15 @@ class Diloco {
   void load_local(torch::serialize::InputArchive& ar);
 
  private:
-  void outer_sync(comm::Communicator& comm);
+  void outer_sync(comm::Communicator& comm, int step);
   sparse::SparseGradient<Index> embedding_pseudo_gradient() const;
+  // edit: per-layer weights of this worker from one allgather of every worker's layer norms (the
+  // same decisions on every rank); applies them to Δ (dense and embedding values) in place.
+  std::vector<double> penalize(comm::Communicator& comm, sparse::SparseGradient<Index>& embedding);
+  void outer_step_dense(const std::vector<double>& layer_scale);
+  void outer_step_embedding(const RowGradient& rows, double scale);
 
   Engine& engine_;
-  sync::SchemeOptions scheme_options_;
   std::unique_ptr<sync::SyncScheme> scheme_;
   FlatParams dense_;
   int sync_every_, sync_warmup_steps_;
@@ -71,6 +86,18 @@ class Diloco {
   std::vector<std::uint8_t> touched_;                              // per embedding row, this worker
   sync::SyncResult<Index> emb_result_;
   std::uint64_t last_bytes_sent_ = 0;
+  // Dense parameters' element ranges and their penalty layer.
+  struct Range {
+    std::size_t begin, end;
+    int layer;
+  };
+  std::vector<Range> ranges_;
+  int layers_ = 0;
+  std::optional<localsgd::PseudoGradientPenalty> penalty_;
+  std::vector<std::pair<int, int>> last_dropped_;
+  std::vector<int> last_skipped_;
+  std::optional<FaultInjection> fault_;
+  bool fault_fired_ = false;
 };
 
 }  // namespace atl::train
