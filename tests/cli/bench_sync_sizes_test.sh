@@ -45,9 +45,8 @@ done
 out=$(timeout 300 "$simulate" cluster-16x25g 12 -- bench sync --schemes all --elements 100000 \
   --density 0.01 --repeat 1 --verify --json 2>&1)
 check "smpi 12 ranks" "$out" $?
-out=$(timeout 120 mpirun --oversubscribe -np 3 "$atoll" bench sync --elements 3000 --verify \
-  --repeat 1 2>&1)
-if [ $? -eq 0 ] && [ "$(grep -cE ' yes$' <<<"$out")" -eq $schemes ]; then
+if out=$(timeout 120 mpirun --oversubscribe -np 3 "$atoll" bench sync --elements 3000 --verify \
+    --repeat 1 2>&1) && [ "$(grep -cE ' yes$' <<<"$out")" -eq $schemes ]; then
   echo "ok   np=3 table"
 else
   echo "FAIL np=3 table"; echo "$out"; failures=$((failures + 1))

@@ -43,7 +43,7 @@ fi
 dl=("${common[@]}" --steps 24 --strategy diloco --sync-every 4 --sync-warmup-steps 2
   --eval-every 4 --checkpoint-every 5 --keep-checkpoints 10)
 run 4 "$atoll" "${dl[@]}" --out "$tmp/full" >/dev/null 2>&1 || fail "diloco run"
-ls "$tmp/full/checkpoints/" | grep -q "step-00000010.rank-00003.ckpt" ||
+[ -f "$tmp/full/checkpoints/step-00000010.rank-00003.ckpt" ] ||
   fail "no per-rank checkpoint files: $(ls "$tmp/full/checkpoints/")"
 if run 4 "$atoll" "${dl[@]}" --out "$tmp/resumed" \
     --resume-from "$tmp/full/checkpoints/step-00000010.ckpt" >/dev/null 2>&1 &&
