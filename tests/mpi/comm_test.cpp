@@ -17,6 +17,7 @@
 #include "atoll/comm/communicator.h"
 #include "atoll/sparse/generator.h"
 #include "atoll/sync/scheme.h"
+#include "mpi_test_main.h"
 
 namespace {
 
@@ -488,42 +489,4 @@ TEST(Timing, DISABLED_IallreduceVsAllreduceTime) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  comm::MpiRuntime runtime(&argc, &argv);
-  auto comm = Communicator::world();
-  g_comm = &comm;
-  if (comm.rank() != 0) {
-    // Only rank 0 prints progress; every rank still reports its own failures.
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    struct FailurePrinter : ::testing::EmptyTestEventListener {
-      int rank;
-      explicit FailurePrinter(int r) : rank(r) {}
-      void OnTestPartResult(const ::testing::TestPartResult& r) override {
-        if (r.failed())
-          std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name(), r.line_number(),
-                       r.summary());
-      }
-    };
-    listeners.Append(new FailurePrinter(comm.rank()));
-  }
-  // After the printers (appended last): a fatal failure returns from the test on one rank only,
-  // and its peers would wait in the next collective; end the job on every rank at once instead.
-  struct AbortOnFatalFailure : ::testing::EmptyTestEventListener {
-    int rank;
-    explicit AbortOnFatalFailure(int r) : rank(r) {}
-    void OnTestPartResult(const ::testing::TestPartResult& r) override {
-      if (!r.fatally_failed()) return;
-      std::fprintf(stderr, "[rank %d] fatal assertion failed (%s:%d): ending the job\n", rank,
-                   r.file_name() ? r.file_name() : "?", r.line_number());
-      std::fflush(stderr);
-      std::fflush(stdout);
-      comm::MpiRuntime::abort_job(1);
-    }
-  };
-  ::testing::UnitTest::GetInstance()->listeners().Append(new AbortOnFatalFailure(comm.rank()));
-  const int failed = RUN_ALL_TESTS();
-  // Every rank must agree on the outcome so mpirun's exit status reflects any rank's failure.
-  return comm.allreduce_value<std::int32_t>(failed, ReduceOp::max);
-}
+int main(int argc, char** argv) { return atl::testing::run_mpi_tests(argc, argv, g_comm); }

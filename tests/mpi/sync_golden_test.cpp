@@ -2,8 +2,9 @@
 // and by smpirun at 16 ranks. Each rank regenerates every rank's gradient (deterministic in
 // (seed, rank)) and sums them in double: the reference does not depend on any scheme or on MPI.
 // A fatal failure (ASSERT_*) returns from the test on one rank only, and its peers would wait in
-// the next collective until CTest's timeout: main() installs a listener that ends the whole job
-// at once (MPI_Abort) after printing the failure. EXPECT is still preferred inside collectives.
+// the next collective until CTest's timeout: main() (mpi_test_main.h) installs a listener that ends
+// the whole job at once (MPI_Abort) after printing the failure. EXPECT is still preferred inside
+// collectives.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "atoll/comm/communicator.h"
 #include "atoll/sparse/generator.h"
 #include "atoll/sync/scheme.h"
+#include "mpi_test_main.h"
 
 namespace {
 
@@ -213,42 +215,4 @@ INSTANTIATE_TEST_SUITE_P(AllSchemes, GoldenTest, ::testing::ValuesIn(sync::schem
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  comm::MpiRuntime runtime(&argc, &argv);
-  auto comm = Communicator::world();
-  g_comm = &comm;
-  if (comm.rank() != 0) {
-    // Only rank 0 prints progress; every rank still reports its own failures.
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    struct FailurePrinter : ::testing::EmptyTestEventListener {
-      int rank;
-      explicit FailurePrinter(int r) : rank(r) {}
-      void OnTestPartResult(const ::testing::TestPartResult& r) override {
-        if (r.failed())
-          std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name(), r.line_number(),
-                       r.summary());
-      }
-    };
-    listeners.Append(new FailurePrinter(comm.rank()));
-  }
-  // After the printers (appended last): a fatal failure ends the job on every rank at once.
-  struct AbortOnFatalFailure : ::testing::EmptyTestEventListener {
-    int rank;
-    explicit AbortOnFatalFailure(int r) : rank(r) {}
-    void OnTestPartResult(const ::testing::TestPartResult& r) override {
-      if (!r.fatally_failed()) return;
-      std::fprintf(stderr, "[rank %d] fatal assertion failed (%s:%d): ending the job\n", rank,
-                   r.file_name() ? r.file_name() : "?", r.line_number());
-      std::fflush(stderr);
-      std::fflush(stdout);
-      comm::MpiRuntime::abort_job(1);
-    }
-  };
-  ::testing::UnitTest::GetInstance()->listeners().Append(new AbortOnFatalFailure(comm.rank()));
-  const int failed = RUN_ALL_TESTS();
-  // Every rank must agree on the outcome so mpirun's exit status reflects any rank's failure.
-  const int any = comm.allreduce_value<std::int32_t>(failed, comm::ReduceOp::max);
-  return any;
-}
+int main(int argc, char** argv) { return atl::testing::run_mpi_tests(argc, argv, g_comm); }
