@@ -345,6 +345,15 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--clip", tc.clip,
                         "edit: clip each layer's averaged pseudo-gradient norm "
                         "to this (0 = off)");
+  train_cmd->add_flag("--no-overlap{false}", tc.overlap,
+                      "edit: complete the layer-wise synchronization at the sync point instead of "
+                      "overlapping it with the next forward pass");
+  train_cmd->add_option("--sync-prefetch", tc.sync_prefetch,
+                        "edit: layers whose synchronization is in flight ahead of the one "
+                        "computing (default 0: all, posted when the forward pass begins)");
+  train_cmd->add_option("--timeline", tc.timeline,
+                        "write each layer's compute and sync times on every rank to FILE "
+                        "(JSON lines)");
   train_cmd->add_option("--inject-fault", tc.inject_fault,
                         "experiments: corrupt:RANK:STEP:SCALE scales worker RANK's pseudo-gradient "
                         "(nan: NaN) at the first sync at or after STEP; recorded in metrics");

@@ -62,4 +62,23 @@ void FlatParams::scatter_values(std::span<const float> flat) const {
   }
 }
 
+void FlatParams::scatter_range(std::span<const float> flat, std::size_t begin,
+                               std::size_t end) const {
+  check_size(flat.size(), total_);
+  torch::NoGradGuard no_grad;
+  std::size_t off = 0;
+  for (auto p : params_) {
+    const auto n = static_cast<std::size_t>(p.numel());
+    const bool inside = off >= begin && off + n <= end;
+    if (!inside && off < end && off + n > begin) {
+      throw std::invalid_argument("FlatParams: range cuts a parameter");
+    }
+    if (inside) {
+      p.detach().copy_(
+          torch::from_blob(const_cast<float*>(flat.data()) + off, p.sizes(), torch::kFloat));
+    }
+    off += n;
+  }
+}
+
 }  // namespace atl::train

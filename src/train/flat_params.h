@@ -24,6 +24,9 @@ class FlatParams {
   // Parameter values into / from `flat`.
   void gather_values(std::span<float> flat) const;
   void scatter_values(std::span<const float> flat) const;
+  // Only the parameters that lie in [begin, end) of `flat` (whole parameters: a range that cuts
+  // one throws std::invalid_argument).
+  void scatter_range(std::span<const float> flat, std::size_t begin, std::size_t end) const;
 
  private:
   std::vector<torch::Tensor> params_;

@@ -15,19 +15,22 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int world)
       outer_lr_(cfg.outer_lr),
       outer_momentum_(cfg.outer_momentum),
       fault_(parse_fault(cfg.inject_fault)) {
-  // Penalty layers: 0 the embedding, 1 + i block i, L + 1 everything else (positions, the
-  // projection, the final norm, the output layer).
-  const int blocks = cfg.model.layers;
-  layers_ = blocks + 2;
+  // Penalty layers and synchronization units are the model's units; each unit's dense
+  // parameters are consecutive in registration order.
+  layers_ = unit_count(cfg.model.layers);
+  unit_range_.assign(static_cast<std::size_t>(layers_), Range{});
   std::size_t at = 0;
+  int last = 1;
   for (std::size_t k = 0; k < engine.dense.size(); ++k) {
-    const auto& name = engine.dense_names[k];
-    int layer = blocks + 1;
-    if (name.rfind("blocks.", 0) == 0) layer = 1 + std::stoi(name.substr(7));
-    const auto n = static_cast<std::size_t>(engine.dense[k].numel());
-    ranges_.push_back({at, at + n, layer});
-    at += n;
+    const int u = unit_of(engine.dense_names[k], cfg.model.layers);
+    if (u < last) throw std::logic_error("LocalSgd: parameters not in unit order");
+    if (unit_range_[u].end == 0) unit_range_[u].begin = at;
+    at += static_cast<std::size_t>(engine.dense[k].numel());
+    unit_range_[u].end = at;
+    last = u;
   }
+  overlap_ = cfg.strategy == "edit" && cfg.overlap;
+  prefetch_ = cfg.sync_prefetch;
   if (cfg.strategy == "edit" && cfg.penalty) {
     penalty_.emplace(static_cast<std::size_t>(layers_), static_cast<std::size_t>(world),
                      localsgd::PenaltyOptions{true, cfg.anomaly_threshold, cfg.ewma_alpha,
@@ -52,7 +55,8 @@ bool LocalSgd<Index>::end_step(comm::Communicator& comm, int step, const RowGrad
   if (!started_ || !is_local(step)) return false;
   for (auto row : local_rows.rows) touched_[static_cast<std::size_t>(row)] = 1;
   if ((step - sync_warmup_steps_) % sync_every_ != 0) return false;
-  outer_sync(comm, step);
+  begin_sync(comm, step);
+  if (!overlap_) flush(comm);
   return true;
 }
 
@@ -74,8 +78,9 @@ sparse::SparseGradient<Index> LocalSgd<Index>::embedding_pseudo_gradient() const
 }
 
 template <class Index>
-void LocalSgd<Index>::outer_sync(comm::Communicator& comm, int step) {
-  const auto bytes0 = comm.traffic().bytes_sent;
+void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
+  if (pending_) flush(comm);
+  bytes_at_begin_ = comm.traffic().bytes_sent;
   last_dropped_.clear();
   last_skipped_.clear();
   // Δ = θ̄ − θ for the dense parameters and the embedding rows this worker touched.
@@ -83,60 +88,119 @@ void LocalSgd<Index>::outer_sync(comm::Communicator& comm, int step) {
   dense_.gather_values(delta_dense_);
   for (std::size_t i = 0; i < delta_dense_.size(); ++i)
     delta_dense_[i] = outer_dense_[i] - delta_dense_[i];
-  auto local = embedding_pseudo_gradient();
+  local_ = embedding_pseudo_gradient();
+  std::fill(touched_.begin(), touched_.end(), 0);
   fault_fired_ = false;
   if (fault_ && step >= fault_->step) {  // experiments: this worker's Δ corrupted once
     if (comm.rank() == fault_->rank) {
       const auto f = static_cast<float>(fault_->scale);
       for (auto& x : delta_dense_) x *= f;
-      for (auto& x : local.values) x *= f;
+      for (auto& x : local_.values) x *= f;
     }
     fault_fired_ = true;
     fault_.reset();
   }
   // Weights: 1/n each (diloco), or the penalty's per layer (edit), applied to Δ before the sums.
-  std::vector<double> layer_scale(static_cast<std::size_t>(layers_), 1.0);
   if (penalty_) {
-    penalize(comm, local);
+    penalize(comm, local_);
   } else {
     const float inv = 1.0f / static_cast<float>(comm.size());
     for (auto& x : delta_dense_) x *= inv;
-    for (auto& x : local.values) x *= inv;
+    for (auto& x : local_.values) x *= inv;
   }
-  comm.allreduce(std::span<float>(delta_dense_), comm::ReduceOp::sum);
-  scheme_->synchronize(comm, local, emb_result_);
+  requests_.clear();
+  requests_.resize(static_cast<std::size_t>(layers_));
+  posted_at_.assign(static_cast<std::size_t>(layers_), 0.0);
+  next_post_ = 1;
+  next_finish_ = 0;
+  pending_ = true;
+}
+
+template <class Index>
+void LocalSgd<Index>::post_through(comm::Communicator& comm, int unit) {
+  for (; next_post_ <= std::min(unit, layers_ - 1); ++next_post_) {
+    const auto& r = unit_range_[next_post_];
+    posted_at_[next_post_] = comm.wtime();
+    requests_[next_post_] = comm.iallreduce(
+        std::span<float>(delta_dense_).subspan(r.begin, r.end - r.begin), comm::ReduceOp::sum);
+  }
+}
+
+template <class Index>
+void LocalSgd<Index>::before_unit(comm::Communicator& comm, int unit) {
+  if (!pending_ || unit < next_finish_) return;
+  // Prefetch 0: every unit's allreduce posted at once, while the embedding synchronizes.
+  const int ahead = prefetch_ == 0 ? layers_ : prefetch_;
+  post_through(comm, unit + ahead);
+  while (next_finish_ <= unit) finish_unit(comm, next_finish_);
+}
+
+template <class Index>
+void LocalSgd<Index>::progress(comm::Communicator& comm) {
+  if (pending_ && next_finish_ < next_post_) comm.progress(requests_[next_finish_]);
+}
+
+template <class Index>
+void LocalSgd<Index>::flush(comm::Communicator& comm) {
+  if (!pending_) return;
+  post_through(comm, layers_ - 1);  // the dense units move while the embedding synchronizes
+  while (pending_) finish_unit(comm, next_finish_);
+}
+
+template <class Index>
+double LocalSgd<Index>::clip_scale(double norm) const {
+  if (!penalty_ || penalty_->options().clip <= 0) return 1.0;
+  return localsgd::LayerPenalty::clip_scale(norm, penalty_->options().clip);
+}
+
+// Unit u of the pending synchronization: Δ̄ complete, ||Δ̄|| clipped, the outer step (none for
+// a unit every worker was an outlier in), and θ̄ into this worker's model.
+template <class Index>
+void LocalSgd<Index>::finish_unit(comm::Communicator& comm, int unit) {
+  if (unit == 0) {
+    finish_embedding(comm);
+  } else {
+    const double wait_begin = comm.wtime();
+    comm.wait(requests_[unit]);
+    if (sync_event_) sync_event_(unit, posted_at_[unit], wait_begin, comm.wtime());
+    const auto& r = unit_range_[unit];
+    double sq = 0;
+    for (std::size_t i = r.begin; i < r.end; ++i) sq += double(delta_dense_[i]) * delta_dense_[i];
+    const bool skip =
+        std::find(last_skipped_.begin(), last_skipped_.end(), unit) != last_skipped_.end();
+    if (!skip) outer_step_dense(r.begin, r.end, clip_scale(std::sqrt(sq)));
+    dense_.scatter_range(std::span<const float>(outer_dense_), r.begin, r.end);
+  }
+  if (++next_finish_ == layers_) {
+    pending_ = false;
+    last_bytes_sent_ = comm.traffic().bytes_sent - bytes_at_begin_;
+  }
+}
+
+template <class Index>
+void LocalSgd<Index>::finish_embedding(comm::Communicator& comm) {
+  const double t0 = comm.wtime();
+  scheme_->synchronize(comm, local_, emb_result_);
   const auto E = static_cast<std::int64_t>(engine_.embedding.size(1));
   const auto rows = touched_rows(emb_result_, E, 1.0);
-  if (penalty_ && penalty_->options().clip > 0) {  // ||Δ̄|| per layer (the same on every rank)
-    std::vector<double> sq(static_cast<std::size_t>(layers_), 0.0);
-    for (const auto& r : ranges_)
-      for (std::size_t i = r.begin; i < r.end; ++i)
-        sq[r.layer] += double(delta_dense_[i]) * delta_dense_[i];
-    for (float x : rows.values) sq[0] += double(x) * x;
-    for (int l = 0; l < layers_; ++l)
-      layer_scale[l] =
-          localsgd::LayerPenalty::clip_scale(std::sqrt(sq[l]), penalty_->options().clip);
-  }
-  for (int l : last_skipped_) layer_scale[l] = 0.0;  // every worker an outlier: no outer step
-  outer_step_dense(layer_scale);
-  outer_step_embedding(rows, layer_scale[0]);
-  // Every worker restarts from θ̄.
-  dense_.scatter_values(outer_dense_);
+  double sq = 0;
+  for (float x : rows.values) sq += double(x) * x;
+  const bool skip = std::find(last_skipped_.begin(), last_skipped_.end(), 0) != last_skipped_.end();
+  if (!skip) outer_step_embedding(rows, clip_scale(std::sqrt(sq)));
   {
-    torch::NoGradGuard no_grad;
+    torch::NoGradGuard no_grad;  // released before any MPI call (SMPI switches ranks there)
     engine_.embedding.detach().copy_(outer_embedding_);
   }
-  std::fill(touched_.begin(), touched_.end(), 0);
-  last_bytes_sent_ = comm.traffic().bytes_sent - bytes0;
+  if (sync_event_) sync_event_(0, t0, t0, comm.wtime());
 }
 
 template <class Index>
 std::vector<double> LocalSgd<Index>::penalize(comm::Communicator& comm,
                                               sparse::SparseGradient<Index>& local) {
   std::vector<double> norms(static_cast<std::size_t>(layers_), 0.0);
-  for (const auto& r : ranges_)
-    for (std::size_t i = r.begin; i < r.end; ++i)
-      norms[r.layer] += double(delta_dense_[i]) * delta_dense_[i];
+  for (int u = 1; u < layers_; ++u)
+    for (std::size_t i = unit_range_[u].begin; i < unit_range_[u].end; ++i)
+      norms[u] += double(delta_dense_[i]) * delta_dense_[i];
   for (float x : local.values) norms[0] += double(x) * x;
   for (auto& x : norms) x = std::sqrt(x);
   const auto all = comm.allgather_each<double>(norms);  // worker-major: all[w·L + l]
@@ -151,9 +215,9 @@ std::vector<double> LocalSgd<Index>::penalize(comm::Communicator& comm,
     mine[l] = d.weights[static_cast<std::size_t>(comm.rank())];
   }
   // Scale this worker's Δ by its weight; a dropped worker contributes exact zeros (never 0·NaN).
-  for (const auto& r : ranges_) {
-    const auto w = static_cast<float>(mine[r.layer]);
-    for (std::size_t i = r.begin; i < r.end; ++i)
+  for (int u = 1; u < layers_; ++u) {
+    const auto w = static_cast<float>(mine[u]);
+    for (std::size_t i = unit_range_[u].begin; i < unit_range_[u].end; ++i)
       delta_dense_[i] = w == 0.0f ? 0.0f : delta_dense_[i] * w;
   }
   if (mine[0] == 0.0) {
@@ -166,22 +230,19 @@ std::vector<double> LocalSgd<Index>::penalize(comm::Communicator& comm,
   return mine;
 }
 
-// Outer SGD with Nesterov momentum on θ̄ (torch's rule), per layer scaled by `layer_scale`
-// (clipping; 0 skips the layer: neither θ̄ nor its momentum move).
+// Outer SGD with Nesterov momentum on θ̄ (torch's rule) over [begin, end) of the dense buffer,
+// Δ̄ scaled by `scale` (clipping).
 template <class Index>
-void LocalSgd<Index>::outer_step_dense(const std::vector<double>& layer_scale) {
+void LocalSgd<Index>::outer_step_dense(std::size_t begin, std::size_t end, double scale) {
   const auto lr = static_cast<float>(outer_lr_), mu = static_cast<float>(outer_momentum_);
-  for (const auto& r : ranges_) {
-    const auto c = static_cast<float>(layer_scale[r.layer]);
-    if (c == 0.0f) continue;
-    for (std::size_t i = r.begin; i < r.end; ++i) {
-      const float d = delta_dense_[i] * c;
-      if (mu != 0.0f) {
-        momentum_dense_[i] = mu * momentum_dense_[i] + d;
-        outer_dense_[i] -= lr * (d + mu * momentum_dense_[i]);
-      } else {
-        outer_dense_[i] -= lr * d;
-      }
+  const auto c = static_cast<float>(scale);
+  for (std::size_t i = begin; i < end; ++i) {
+    const float d = delta_dense_[i] * c;
+    if (mu != 0.0f) {
+      momentum_dense_[i] = mu * momentum_dense_[i] + d;
+      outer_dense_[i] -= lr * (d + mu * momentum_dense_[i]);
+    } else {
+      outer_dense_[i] -= lr * d;
     }
   }
 }
@@ -189,7 +250,6 @@ void LocalSgd<Index>::outer_step_dense(const std::vector<double>& layer_scale) {
 // The embedding: Δ̄ is sparse (rows), the momentum decays on every row (DiLoCo's dense rule).
 template <class Index>
 void LocalSgd<Index>::outer_step_embedding(const RowGradient& rows, double scale) {
-  if (scale == 0.0) return;
   const auto lr = static_cast<float>(outer_lr_), mu = static_cast<float>(outer_momentum_);
   const auto c = static_cast<float>(scale);
   const auto E = static_cast<std::size_t>(engine_.embedding.size(1));
@@ -211,7 +271,8 @@ void LocalSgd<Index>::outer_step_embedding(const RowGradient& rows, double scale
 }
 
 template <class Index>
-void LocalSgd<Index>::with_outer_params(const std::function<void()>& f) {
+void LocalSgd<Index>::with_outer_params(comm::Communicator& comm, const std::function<void()>& f) {
+  flush(comm);
   if (!started_) return f();
   std::vector<float> mine(dense_.elements());
   dense_.gather_values(mine);
@@ -225,84 +286,6 @@ void LocalSgd<Index>::with_outer_params(const std::function<void()>& f) {
   dense_.scatter_values(mine);
   torch::NoGradGuard no_grad;
   engine_.embedding.detach().copy_(my_embedding);
-}
-
-template <class Index>
-void LocalSgd<Index>::save_shared(torch::serialize::OutputArchive& ar) const {
-  ar.write("diloco_started", torch::tensor({started_ ? 1 : 0}), true);
-  if (!started_) return;
-  auto flat = [](const std::vector<float>& v) {
-    return torch::from_blob(const_cast<float*>(v.data()), {static_cast<std::int64_t>(v.size())})
-        .clone();
-  };
-  ar.write("diloco_outer_dense", flat(outer_dense_), true);
-  ar.write("diloco_momentum_dense", flat(momentum_dense_), true);
-  ar.write("diloco_outer_embedding", outer_embedding_, true);
-  ar.write("diloco_momentum_embedding", momentum_embedding_, true);
-  if (penalty_) {
-    auto state = penalty_->save();
-    ar.write(
-        "edit_penalty_state",
-        torch::from_blob(state.data(), {static_cast<std::int64_t>(state.size())}, torch::kDouble)
-            .clone(),
-        true);
-  }
-}
-
-template <class Index>
-void LocalSgd<Index>::load_shared(torch::serialize::InputArchive& ar) {
-  torch::Tensor started;
-  ar.read("diloco_started", started, true);
-  started_ = started.item<int>() != 0;
-  if (!started_) return;
-  auto to_vector = [&](const char* key, std::size_t n) {
-    torch::Tensor t;
-    ar.read(key, t, true);
-    if (static_cast<std::size_t>(t.numel()) != n)
-      throw std::runtime_error(std::string("checkpoint: ") + key + " has the wrong size");
-    auto c = t.contiguous();
-    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + n);
-  };
-  outer_dense_ = to_vector("diloco_outer_dense", dense_.elements());
-  momentum_dense_ = to_vector("diloco_momentum_dense", dense_.elements());
-  ar.read("diloco_outer_embedding", outer_embedding_, true);
-  ar.read("diloco_momentum_embedding", momentum_embedding_, true);
-  if (!outer_embedding_.sizes().equals(engine_.embedding.sizes()) ||
-      !momentum_embedding_.sizes().equals(engine_.embedding.sizes())) {
-    throw std::runtime_error("checkpoint: the synchronized embedding has the wrong shape");
-  }
-  touched_.assign(static_cast<std::size_t>(engine_.embedding.size(0)), 0);
-  if (penalty_) {
-    torch::Tensor state;
-    ar.read("edit_penalty_state", state, true);
-    auto c = state.contiguous();
-    penalty_->load(
-        std::span<const double>(c.data_ptr<double>(), static_cast<std::size_t>(c.numel())));
-  }
-}
-
-template <class Index>
-void LocalSgd<Index>::save_local(torch::serialize::OutputArchive& ar) const {
-  std::vector<std::int64_t> rows;
-  for (std::size_t r = 0; r < touched_.size(); ++r)
-    if (touched_[r]) rows.push_back(static_cast<std::int64_t>(r));
-  ar.write(
-      "diloco_touched_rows",
-      torch::from_blob(rows.data(), {static_cast<std::int64_t>(rows.size())}, torch::kLong).clone(),
-      true);
-}
-
-template <class Index>
-void LocalSgd<Index>::load_local(torch::serialize::InputArchive& ar) {
-  torch::Tensor rows;
-  ar.read("diloco_touched_rows", rows, true);
-  if (!started_) return;
-  const auto* r = rows.data_ptr<std::int64_t>();
-  for (std::int64_t k = 0; k < rows.numel(); ++k) {
-    if (r[k] < 0 || static_cast<std::size_t>(r[k]) >= touched_.size())
-      throw std::runtime_error("checkpoint: a touched embedding row is out of range");
-    touched_[static_cast<std::size_t>(r[k])] = 1;
-  }
 }
 
 template class LocalSgd<std::uint32_t>;

@@ -8,8 +8,17 @@
 //
 // The embedding's pseudo-gradient is sparse: only rows a worker touched in its H steps moved, so
 // it goes through the sparse scheme (--sync) as element-level COO over vocab × E; the dense
-// parameters' through bucketed allreduce. Inner optimizer states stay per worker across syncs.
-// Private to src/train.
+// parameters' through non-blocking allreduce per unit (model.h: the embedding, the input, each
+// block, the output). Inner optimizer states stay per worker across syncs.
+//
+// EDiT's layer-wise synchronization (--strategy edit, overlap on): at a sync point only the local
+// part runs (Δ, the penalty's one allgather of norms); the units' averages and outer steps then
+// complete inside the next step's forward pass, unit u just before its compute, with the
+// allreduce of the next --sync-prefetch units in flight meanwhile (before_unit, called from the
+// model's LayerHooks; --sync-prefetch 0, the default, posts every unit's allreduce when the forward
+// pass begins). Without overlap (diloco, edit --no-overlap) the same operations complete at the
+// sync point: every unit's allreduce posted, the embedding's sparse sync, the units completed in
+// order. Both orders compute the same numbers. Private to src/train.
 #pragma once
 
 #include <torch/torch.h>
@@ -41,12 +50,27 @@ class LocalSgd {
   // time, i.e. when local training begins or after a resume from the warm-up phase.
   void begin_step(int step);
   // After a local step's inner optimizer step: notes the embedding rows this worker changed;
-  // every H-th local step the outer synchronization (collective). Returns true when it synced.
+  // every H-th local step the outer synchronization (collective; with overlap only begun).
+  // Returns true when it synced.
   bool end_step(comm::Communicator& comm, int step, const RowGradient& local_rows);
+  // Before unit u's forward compute: with a synchronization pending, posts the allreduce of the
+  // units up to u + prefetch (all with prefetch 0) and completes unit u (its parameters become θ̄).
+  // Collective in the sense that all ranks call it for the same units in the same order.
+  void before_unit(comm::Communicator& comm, int unit);
+  // Lets posted transfers move (Open MPI progresses them only inside MPI calls).
+  void progress(comm::Communicator& comm);
+  // Completes a pending synchronization (before validation, a checkpoint, the end of the run).
+  void flush(comm::Communicator& comm);
+  bool pending() const { return pending_; }
 
   // Runs `f` with the model's parameters set to θ̄ (validation evaluates the synchronized
-  // parameters, not this worker's diverged replica), then restores them.
-  void with_outer_params(const std::function<void()>& f);
+  // parameters, not this worker's diverged replica), then restores them. Flushes first.
+  void with_outer_params(comm::Communicator& comm, const std::function<void()>& f);
+
+  // Sync events for --timeline: per unit, when its allreduce was posted, when this rank began to
+  // wait for it and when it completed (on the engine's clock). Set a recorder to receive them.
+  using SyncEventSink = std::function<void(int unit, double posted, double wait_begin, double end)>;
+  void on_sync_event(SyncEventSink sink) { sync_event_ = std::move(sink); }
 
   // Bytes this rank sent in the last synchronization (embedding + dense), and its phase times.
   const sync::SyncStats& last_embedding_stats() const { return emb_result_.stats; }
@@ -56,7 +80,7 @@ class LocalSgd {
   const std::vector<std::pair<int, int>>& last_dropped() const { return last_dropped_; }
   const std::vector<int>& last_skipped_layers() const { return last_skipped_; }
   bool fault_fired() const { return fault_fired_; }
-  // Layers the penalty works on: 0 = the embedding, 1..L = transformer blocks, L+1 = the rest.
+  // Layers the penalty works on: the model's units (model.h).
   int penalty_layers() const { return layers_; }
 
   // Checkpoint state shared by all workers (θ̄, outer momentum; rank 0 writes it) and this
@@ -67,12 +91,17 @@ class LocalSgd {
   void load_local(torch::serialize::InputArchive& ar);
 
  private:
-  void outer_sync(comm::Communicator& comm, int step);
+  // The local part of a synchronization: Δ, the fault, the weights; then pending.
+  void begin_sync(comm::Communicator& comm, int step);
+  void post_through(comm::Communicator& comm, int unit);  // posts units next_post_ .. unit
+  void finish_unit(comm::Communicator& comm, int unit);   // waits, outer step, θ̄ into the model
+  void finish_embedding(comm::Communicator& comm);
+  double clip_scale(double norm) const;
   sparse::SparseGradient<Index> embedding_pseudo_gradient() const;
   // edit: per-layer weights of this worker from one allgather of every worker's layer norms (the
   // same decisions on every rank); applies them to Δ (dense and embedding values) in place.
   std::vector<double> penalize(comm::Communicator& comm, sparse::SparseGradient<Index>& embedding);
-  void outer_step_dense(const std::vector<double>& layer_scale);
+  void outer_step_dense(std::size_t begin, std::size_t end, double scale);
   void outer_step_embedding(const RowGradient& rows, double scale);
 
   Engine& engine_;
@@ -86,13 +115,23 @@ class LocalSgd {
   std::vector<std::uint8_t> touched_;                              // per embedding row, this worker
   sync::SyncResult<Index> emb_result_;
   std::uint64_t last_bytes_sent_ = 0;
-  // Dense parameters' element ranges and their penalty layer.
+  // Each unit's range of the flat dense buffer (unit 0, the embedding, has none).
   struct Range {
-    std::size_t begin, end;
-    int layer;
+    std::size_t begin = 0, end = 0;
   };
-  std::vector<Range> ranges_;
+  std::vector<Range> unit_range_;
   int layers_ = 0;
+  bool overlap_ = false;
+  int prefetch_ = 0;
+  // The synchronization in progress: the embedding's Δ, each unit's request, the next unit to
+  // post and to complete, the traffic counter when it began.
+  bool pending_ = false;
+  sparse::SparseGradient<Index> local_;
+  std::vector<comm::Request> requests_;
+  std::vector<double> posted_at_;
+  int next_post_ = 1, next_finish_ = 0;
+  std::uint64_t bytes_at_begin_ = 0;
+  SyncEventSink sync_event_;
   std::optional<localsgd::PseudoGradientPenalty> penalty_;
   std::vector<std::pair<int, int>> last_dropped_;
   std::vector<int> last_skipped_;

@@ -64,17 +64,47 @@ GptImpl::GptImpl(const ModelShape& s) : shape(s) {
   causal_mask = torch::ones({s.seq_len, s.seq_len}, torch::kBool).triu(1);
 }
 
-torch::Tensor GptImpl::loss(const torch::Tensor& tokens) {
+torch::Tensor GptImpl::loss(const torch::Tensor& tokens, LayerHooks* hooks) {
   const auto B = tokens.size(0), T = tokens.size(1) - 1;
   auto inputs = tokens.slice(1, 0, T);
   auto targets = tokens.slice(1, 1, T + 1).reshape({B * T});
-  auto x = tok(inputs);
-  if (embed_proj) x = embed_proj(x);
-  x = x + pos(torch::arange(T, torch::kLong)).unsqueeze(0);
-  for (auto& b : *blocks) x = b->as<Block>()->forward(x, causal_mask);
-  x = ln_f(x).reshape({B * T, shape.d_model});
-  if (head_adaptive) return -head_adaptive(x, targets).output.mean();
-  return torch::nn::functional::cross_entropy(head_full(x), targets);
+  const int output_unit = unit_count(shape.layers) - 1;
+  // Runs unit u's forward; its output's gradient hook marks the end of unit u + 1's backward.
+  auto unit = [&](int u, auto&& compute) {
+    if (hooks) hooks->forward_begin(u);
+    torch::Tensor out = compute();
+    if (hooks) {
+      hooks->forward_end(u);
+      if (u < output_unit && out.requires_grad()) {
+        out.register_hook([hooks, u](const torch::Tensor& g) {
+          hooks->backward_end(u + 1);
+          return g;
+        });
+      }
+    }
+    return out;
+  };
+  auto x = unit(0, [&] { return tok(inputs); });
+  x = unit(1, [&] {
+    auto y = embed_proj ? embed_proj(x) : x;
+    return y + pos(torch::arange(T, torch::kLong)).unsqueeze(0);
+  });
+  for (std::size_t i = 0; i < blocks->size(); ++i) {
+    x = unit(2 + static_cast<int>(i),
+             [&] { return blocks[i]->as<Block>()->forward(x, causal_mask); });
+  }
+  return unit(output_unit, [&] {
+    auto h = ln_f(x).reshape({B * T, shape.d_model});
+    if (head_adaptive) return -head_adaptive(h, targets).output.mean();
+    return torch::nn::functional::cross_entropy(head_full(h), targets);
+  });
+}
+
+int unit_of(const std::string& name, int layers) {
+  if (name.rfind("blocks.", 0) == 0) return 2 + std::stoi(name.substr(7));
+  if (name.rfind("pos.", 0) == 0 || name.rfind("embed_proj.", 0) == 0) return 1;
+  if (name.rfind("tok.", 0) == 0) return 0;
+  return unit_count(layers) - 1;
 }
 
 torch::Tensor to_tensor(const std::vector<std::int64_t>& tokens, int seq_len) {

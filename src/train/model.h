@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <string>
+
 #include "atoll/train/trainer.h"
 
 namespace atl::train {
@@ -17,11 +19,32 @@ struct BlockImpl : torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
+// The model's layers as units of synchronization and compute, in the order the forward pass uses
+// them: 0 the token embedding, 1 the input (positions and the embedding projection), 2 + i block
+// i, layers + 2 the output (final norm and head). The backward pass meets them in reverse.
+inline int unit_count(int layers) { return layers + 3; }
+// The unit of a dense parameter named as in named_parameters() ("blocks.3.fc.weight",
+// "pos.weight").
+int unit_of(const std::string& parameter_name, int layers);
+
+// Called by GptImpl::loss around each unit's compute (LibTorch modules have no forward hooks):
+// forward_begin(u) before unit u's forward, forward_end(u) after it, backward_end(u) once the
+// backward pass has gone through unit u (fired from gradient hooks on the units' outputs; units 1
+// and 0 end after loss.backward() returns, so the caller reports those).
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  virtual void forward_begin(int unit) = 0;
+  virtual void forward_end(int unit) = 0;
+  virtual void backward_end(int unit) = 0;
+};
+
 struct GptImpl : torch::nn::Module {
   explicit GptImpl(const ModelShape& shape);
   // Mean next-token negative log-likelihood of `tokens` (batch × (T + 1)): inputs [0, T), targets
   // [1, T]. `sum_out`, if given, receives the summed (not averaged) loss for evaluation.
-  torch::Tensor loss(const torch::Tensor& tokens);
+  // `hooks`, if given, sees every unit's forward and backward (see LayerHooks).
+  torch::Tensor loss(const torch::Tensor& tokens, LayerHooks* hooks = nullptr);
 
   ModelShape shape;
   torch::nn::Embedding tok{nullptr};      // sparse gradient

@@ -89,6 +89,16 @@ std::optional<std::string> check_config(const TrainConfig& c) {
   } catch (const std::invalid_argument& e) {
     return std::string(e.what());
   }
+  if (!c.overlap && c.strategy != "edit") {
+    return fmt::format(
+        "--no-overlap switches off EDiT's layer-wise overlap: it applies to --strategy edit only "
+        "(this run has --strategy {})",
+        c.strategy);
+  }
+  if (c.sync_prefetch < 0) {
+    return fmt::format("--sync-prefetch {} is negative (layers in flight ahead; 0 = all)",
+                       c.sync_prefetch);
+  }
   if (c.optimizer != "adamw" && c.optimizer != "sgd") {
     return fmt::format("--optimizer: unknown optimizer '{}' (valid: adamw, sgd)", c.optimizer);
   }
@@ -194,6 +204,9 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"ewma-warmup", c.ewma_warmup},
                             {"weight-temperature", c.weight_temperature},
                             {"clip", c.clip},
+                            {"overlap", c.overlap},
+                            {"sync-prefetch", c.sync_prefetch},
+                            {"timeline", !c.timeline.empty()},
                             {"inject-fault", c.inject_fault},
                             {"topk", c.topk},
                             {"bucket-bytes", c.bucket_bytes},

@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "agreed.h"
@@ -29,6 +29,7 @@
 #include "embedding_rows.h"
 #include "engine.h"
 #include "evaluation.h"
+#include "layer_events.h"
 #include "lazy_adamw.h"
 #include "local_sgd.h"
 #include "model.h"
@@ -36,6 +37,7 @@
 #include "scheme_comparison.h"
 #include "settings.h"
 #include "step_timer.h"
+#include "timeline.h"
 
 namespace atl::train {
 
@@ -148,6 +150,7 @@ void save_checkpoint(Communicator& comm, const TrainConfig& cfg, Engine& engine,
                      LocalSgd<Index>* diloco, const RunRecord& this_run, int step) {
   const auto file = checkpoint_path(cfg.out, step);
   if (diloco) {
+    diloco->flush(comm);  // an overlapped synchronization completes first
     // Replicas differ between synchronizations: every rank writes its model, inner optimizer
     // and touched rows to its own file first; then rank 0 the main file with θ̄ and momentum.
     agreed(comm, [&] {
@@ -275,21 +278,38 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   int timed_steps = 0;
   const double tokens_per_step = static_cast<double>(world) * cfg.batch * cfg.model.seq_len;
   const bool fixed_compute = cfg.sim_compute_s > 0;
+  Timeline timeline;
+  LayerEvents events(comm, unit_compute_weights(engine, cfg.model.layers), cfg.sim_compute_s,
+                     cfg.timeline.empty() ? nullptr : &timeline);
+  int current_step = 0;
+  if (diloco && !cfg.timeline.empty()) {
+    diloco->on_sync_event([&](int unit, double posted, double wait, double end) {
+      timeline.record(current_step, Timeline::Kind::sync, unit, posted, wait, end);
+    });
+  }
   for (int step = start + 1; step <= cfg.steps; ++step) {
+    current_step = step;
     timer.reset();
     const auto bytes0 = comm.traffic().bytes_sent;
     const bool local_step = diloco && diloco->is_local(step);
     if (local_step) diloco->begin_step(step);
-    // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s.
+    // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s per
+    // unit; an overlapped synchronization completes unit by unit inside the forward pass.
     timer.start("model");
-    if (fixed_compute) comm.fixed_compute_begin();
+    LayerEvents::StepSync step_sync;
+    if (diloco && diloco->pending()) {
+      step_sync.before_unit = [&](int unit) { diloco->before_unit(comm, unit); };
+      step_sync.progress = [&] { diloco->progress(comm); };
+    }
+    events.begin_step(step, std::move(step_sync), &timer);
     auto tokens =
         to_tensor(sample_batch(data.train, cfg.batch, cfg.model.seq_len, cfg.seed, step, rank),
                   cfg.model.seq_len);
     model->zero_grad(true);
-    auto loss = model->loss(tokens);
+    auto loss = model->loss(tokens, &events);
+    events.begin_backward();
     loss.backward();
-    if (fixed_compute) comm.fixed_compute_end(cfg.sim_compute_s);
+    events.end_step();
     timer.start("dump");
     auto local = embedding_gradient<Index>(engine.embedding);
     if (!cfg.dump_grads.empty() &&
@@ -338,9 +358,15 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     engine.inner_step(rows, lr, learning_rate(cfg, cfg.embed_lr, step), step);
     if (fixed_compute) comm.fixed_compute_end(0);  // charged with the forward/backward above
     bool synced = false;
+    const bool eval_now = cfg.eval_every > 0 && (step % cfg.eval_every == 0 || step == cfg.steps);
+    const bool checkpoint_now =
+        !out.empty() &&
+        ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps);
     if (local_step) {
       timer.start("outer_sync");
       synced = diloco->end_step(comm, step, rows);
+      // An overlapped sync completes now if validation, a checkpoint or the end needs θ̄.
+      if (eval_now || checkpoint_now || step == cfg.steps) diloco->flush(comm);
     }
     timer.stop();
 
@@ -373,15 +399,14 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                      {"bytes_sent", comm.traffic().bytes_sent - bytes0},
                      {"embedding_bytes_sent", emb_bytes},
                      {"embedding_rows", rows.rows.size()}};
-    const bool eval_now = cfg.eval_every > 0 && (step % cfg.eval_every == 0 || step == cfg.steps);
     if (!local_step) {
       for (const auto& ph : emb_result.stats.phases) j["embedding_phases_s"][ph.name] = ph.time_s;
     }
     if (local_step) {
       j["local"] = true;
       j["synced"] = synced;
+      j["outer_sync_s"] = timer.seconds("outer_sync");  // exposed: at the sync and in the forward
       if (synced) {
-        j["outer_sync_s"] = timer.seconds("outer_sync");
         if (diloco->fault_fired()) j["fault_injected"] = cfg.inject_fault;
         if (cfg.strategy == "edit") {
           j["edit_dropped"] = diloco->last_dropped();  // [layer, worker] pairs
@@ -401,7 +426,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
       auto run_eval = [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); };
       if (diloco) {
-        diloco->with_outer_params(run_eval);
+        diloco->with_outer_params(comm, run_eval);
       } else {
         run_eval();
       }
@@ -421,12 +446,11 @@ int run(Communicator& comm, const TrainConfig& cfg) {
         std::fflush(stdout);
       }
     }
-    const bool checkpoint_now =
-        !out.empty() &&
-        ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps);
     if (checkpoint_now) save_checkpoint(comm, cfg, engine, diloco, this_run, step);
   }
 
+  if (diloco) diloco->flush(comm);
+  if (!cfg.timeline.empty()) agreed(comm, [&] { timeline.write(comm, cfg.timeline); });
   if (leader && !cfg.quiet && timed_steps > 0) {
     fmt::print("\natoll train: report ({} ranks, sync {})\n", world, cfg.sync);
     if (have_first && cfg.eval_every > 0) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Local SGD (--strategy diloco) end to end on 4 ranks: with H = 1, outer lr 1, no momentum and plain
-# SGD inside it is synchronous SGD (validation losses equal ddp's); a run resumed from a checkpoint
-# taken between two synchronizations continues exactly (per-rank replicas, θ̄, momentum); it
-# learns; bad input errors on every rank. usage: localsgd_test.sh ATOLL_BINARY
+# Local SGD (--strategy diloco, edit) end to end on 4 ranks: with H = 1, outer lr 1, no momentum
+# and plain SGD inside, edit (layer-wise sync overlapped with the forward pass) is synchronous SGD
+# (validation losses equal ddp's); resumed runs continue exactly (per-rank replicas, θ̄, momentum,
+# the penalty's detector); edit --no-penalty, with and without overlap, is diloco; the timeline
+# shows each unit's sync posted ahead of its use; it learns; a corrupted worker is dropped; bad
+# input errors on every rank. usage: localsgd_test.sh ATOLL_BINARY
 set -uo pipefail
 atoll=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -27,16 +29,18 @@ compare() {
       END { printf "%d values, max relative difference %.3g\n", n, m; exit !(n > 0 && m <= tol) }'
 }
 
-# 1. Exactness: diloco with H = 1, outer lr 1, momentum 0, inner SGD == ddp with SGD.
+# 1. Exactness: edit (overlapped) with H = 1, outer lr 1, momentum 0, no penalty, inner SGD ==
+# ddp with SGD, step for step.
 sgd=("${common[@]}" --steps 20 --optimizer sgd --lr 0.05 --embed-lr 0.05 --warmup-steps 0
-  --eval-every 2)
+  --eval-every 1)
 run 4 "$atoll" "${sgd[@]}" --out "$tmp/ddp" >/dev/null 2>&1 || fail "ddp sgd run"
-if run 4 "$atoll" "${sgd[@]}" --strategy diloco --sync-every 1 --outer-lr 1 --outer-momentum 0 \
-    --out "$tmp/diloco1" >/dev/null 2>&1 &&
-  msg=$(compare val_loss "$tmp/ddp/metrics.jsonl" "$tmp/diloco1/metrics.jsonl" 1e-5); then
-  echo "ok   diloco H=1 == ddp (sgd): validation losses, $msg"
+if run 4 "$atoll" "${sgd[@]}" --strategy edit --sync-every 1 --sync-warmup-steps 0 --outer-lr 1 \
+    --outer-momentum 0 --no-penalty --out "$tmp/edit1" >/dev/null 2>&1 &&
+  msg=$(compare val_loss "$tmp/ddp/metrics.jsonl" "$tmp/edit1/metrics.jsonl" 1e-5); then
+  # (validation after every step: the training loss logged under local SGD is rank 0's own)
+  echo "ok   edit H=1 == ddp (sgd): validation losses after every step, $msg"
 else
-  fail "diloco H=1 == ddp (sgd): ${msg:-run failed}"
+  fail "edit H=1 == ddp (sgd): ${msg:-run failed}"
 fi
 
 # 2. Resume between two synchronizations (step 10 of H = 4 after 2 warm-up steps) is exact.
@@ -54,6 +58,20 @@ else
   fail "diloco resume mid-interval: ${msg:-resumed run failed} ${msg2:-}"
 fi
 
+# 2b. edit (penalty on, overlapped) resumed mid-interval (step 15: 13 local steps, H = 4) is exact.
+ed=("${common[@]}" --steps 24 --strategy edit --sync-every 4 --sync-warmup-steps 2 --eval-every 4
+  --checkpoint-every 5 --keep-checkpoints 10 --ewma-warmup 2)
+run 4 "$atoll" "${ed[@]}" --out "$tmp/edit-full" >/dev/null 2>&1 || fail "edit run"
+if run 4 "$atoll" "${ed[@]}" --out "$tmp/edit-resumed" \
+    --resume-from "$tmp/edit-full/checkpoints/step-00000015.ckpt" >/dev/null 2>&1 &&
+  msg=$(compare loss "$tmp/edit-full/metrics.jsonl" "$tmp/edit-resumed/metrics.jsonl" 1e-6 16) &&
+  msg2=$(compare val_loss "$tmp/edit-full/metrics.jsonl" "$tmp/edit-resumed/metrics.jsonl" 1e-6 16)
+then
+  echo "ok   edit resume mid-interval: losses $msg; validation $msg2"
+else
+  fail "edit resume mid-interval: ${msg:-resumed run failed} ${msg2:-}"
+fi
+
 # 3. It learns: validation loss falls with H = 5 (AdamW inside, outer Nesterov).
 if run 4 "$atoll" "${common[@]}" --steps 40 --strategy diloco --sync-every 5 --eval-every 20 \
     --out "$tmp/learn" >/dev/null 2>&1 &&
@@ -68,15 +86,61 @@ else
   fail "diloco did not learn"
 fi
 
-# 4. edit --no-penalty is diloco (30 steps at H = 5).
+# 4. edit --no-penalty is diloco (30 steps at H = 5), with overlap switched off and on (overlap
+# moves the same operations into the next forward pass); the overlapped run's timeline.
 h5=("${common[@]}" --steps 30 --sync-every 5 --eval-every 10)
 run 4 "$atoll" "${h5[@]}" --strategy diloco --out "$tmp/h5-diloco" >/dev/null 2>&1 || fail "diloco H=5"
-if run 4 "$atoll" "${h5[@]}" --strategy edit --no-penalty --out "$tmp/h5-edit" >/dev/null 2>&1 &&
-  msg=$(compare loss "$tmp/h5-diloco/metrics.jsonl" "$tmp/h5-edit/metrics.jsonl" 1e-6) &&
-  msg2=$(compare val_loss "$tmp/h5-diloco/metrics.jsonl" "$tmp/h5-edit/metrics.jsonl" 1e-6); then
-  echo "ok   edit --no-penalty == diloco: losses $msg; validation $msg2"
+for mode in no-overlap overlap; do
+  flag=()
+  [ "$mode" = no-overlap ] && flag=(--no-overlap)
+  if run 4 "$atoll" "${h5[@]}" --strategy edit --no-penalty "${flag[@]}" --sync-prefetch 1 \
+      --out "$tmp/h5-$mode" \
+      --timeline "$tmp/h5-$mode.timeline" >/dev/null 2>&1 &&
+    msg=$(compare loss "$tmp/h5-diloco/metrics.jsonl" "$tmp/h5-$mode/metrics.jsonl" 1e-6) &&
+    msg2=$(compare val_loss "$tmp/h5-diloco/metrics.jsonl" "$tmp/h5-$mode/metrics.jsonl" 1e-6); then
+    echo "ok   edit --no-penalty ($mode) == diloco: losses $msg; validation $msg2"
+  else
+    fail "edit --no-penalty ($mode) == diloco: ${msg:-run failed} ${msg2:-}"
+  fi
+done
+# Timeline: every rank, step and unit computed forward and backward; with overlap, the syncs of a
+# sync at step 5 complete in step 6's forward pass, unit u's allreduce posted before unit u-1's
+# forward began (prefetch 1) and waited for after it ended; without, at step 5 itself.
+if python3 - "$tmp/h5-overlap.timeline" "$tmp/h5-no-overlap.timeline" <<'PY'; then
+import json, sys
+from collections import defaultdict
+def load(path):
+    ev = defaultdict(dict)
+    for line in open(path):
+        e = json.loads(line)
+        ev[(e["rank"], e["step"], e["kind"])][e["unit"]] = e
+    return ev
+ov, no = load(sys.argv[1]), load(sys.argv[2])
+units = 2 + 3  # tiny: 2 blocks
+problems = []
+for r in range(4):
+    for s in range(1, 31):
+        for kind in ("forward", "backward"):
+            if sorted(ov[(r, s, kind)]) != list(range(units)):
+                problems.append(f"rank {r} step {s} {kind}: units {sorted(ov[(r, s, kind)])}")
+    for s in (5, 15, 25):  # syncs not followed by validation (10, 20, 30 flush at once)
+        sync, fwd = ov[(r, s + 1, "sync")], ov[(r, s + 1, "forward")]
+        if sorted(sync) != list(range(units)) or ov[(r, s, "sync")]:
+            problems.append(f"rank {r}: sync of step {s} not in step {s + 1}'s forward"); continue
+        for u in range(2, units):
+            if not (sync[u]["begin"] <= fwd[u - 1]["begin"] and sync[u]["wait"] >= fwd[u - 1]["end"]
+                    and sync[u]["end"] <= fwd[u]["begin"]):
+                problems.append(f"rank {r} step {s + 1} unit {u}: {sync[u]} vs {fwd[u - 1]}")
+        if sorted(no[(r, s, "sync")]) != list(range(units)) or no[(r, s + 1, "sync")]:
+            problems.append(f"rank {r}: --no-overlap sync of step {s} not at step {s}")
+print("ok   timeline: per-unit forward/backward on every rank; overlapped syncs posted one unit "
+      "ahead inside the next forward pass" if not problems else "FAIL timeline: " +
+      "; ".join(problems[:5]))
+sys.exit(1 if problems else 0)
+PY
+  :
 else
-  fail "edit --no-penalty == diloco: ${msg:-run failed} ${msg2:-}"
+  failures=$((failures + 1))
 fi
 
 # 5. A worker whose pseudo-gradient is scaled 100x at step 30: edit drops it (armed after 5
@@ -131,6 +195,10 @@ expect_error() {
 expect_error sync-every-0 "--sync-every 0 must be at least 1" "${common[@]}" --strategy diloco \
   --sync-every 0
 expect_error unknown-strategy "--strategy: nope not in" "${common[@]}" --strategy nope
+expect_error no-overlap-diloco "--no-overlap switches off EDiT's layer-wise overlap: it applies to --strategy edit only" \
+  "${common[@]}" --strategy diloco --no-overlap
+expect_error sync-prefetch-negative "--sync-prefetch -1 is negative" "${common[@]}" \
+  --strategy edit --sync-prefetch -1
 expect_error topk-diloco "--topk compresses data-parallel gradients" "${common[@]}" \
   --strategy diloco --topk 0.01
 run 2 "$atoll" "${common[@]}" --steps 2 --out "$tmp/ddp2" >/dev/null 2>&1 || fail "ddp run"

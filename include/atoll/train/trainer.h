@@ -50,6 +50,12 @@ struct TrainConfig {
   int ewma_warmup = 120;  // synchronizations before detection starts
   double weight_temperature = 1.0;
   double clip = 0.0;  // τ on ||Δ̄|| per layer; 0 = off
+  // edit: layer-wise synchronization overlapped with the next step's forward pass (--no-overlap:
+  // completed at the sync point, as diloco), with this many units' allreduce in flight ahead of
+  // the unit computing (0: all of them, posted when the forward pass begins).
+  bool overlap = true;
+  int sync_prefetch = 0;
+  std::string timeline;  // JSON lines: each unit's compute and sync on each rank (rank 0 writes)
   // Experiments only: "corrupt:RANK:STEP:SCALE" scales worker RANK's pseudo-gradient by SCALE
   // (or makes it NaN with SCALE nan) at the first synchronization at or after STEP.
   std::string inject_fault;
