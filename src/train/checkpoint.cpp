@@ -158,6 +158,7 @@ void write_run_record(torch::serialize::OutputArchive& archive, const RunRecord&
   const nlohmann::json j{{"cutoffs", r.shape.cutoffs},
                          {"world", r.world},
                          {"topk", r.topk},
+                         {"topk_residual_files", r.topk_residuals},
                          {"lr", r.lr},
                          {"embed_lr", r.embed_lr},
                          {"weight_decay", r.weight_decay},
@@ -196,6 +197,8 @@ RunRecord read_run_record(const std::filesystem::path& file,
       r.cutoffs_known = true;
       r.world = j.at("world").get<int>();
       r.topk = j.at("topk").get<double>();
+      // Since issue 14 every rank's residual is in its own file beside the main one.
+      if (r.topk_residuals == 0) r.topk_residuals = j.value("topk_residual_files", 0);
       r.lr = j.at("lr").get<double>();
       r.embed_lr = j.at("embed_lr").get<double>();
       r.weight_decay = j.at("weight_decay").get<double>();

@@ -49,13 +49,14 @@ void prune_checkpoints(const std::filesystem::path& out, int keep);
 // What a checkpoint records about the run that wrote it, beside its tensors. Archive keys: "shape"
 // (int64 tensor: vocab, d_embed, d_model, layers, heads, seq_len, adaptive head 0/1; every
 // version), "run" (a JSON string with the rest; absent before issue 13, when world, settings and
-// fingerprint are unknown and only what the archive holds is checked) and
-// "topk_residual_rank<r>" (one per rank with --topk).
+// fingerprint are unknown and only what the archive holds is checked; with --topk its
+// "topk_residual_files" counts the per-rank files holding the residuals) and, before issue 14,
+// "topk_residual_rank<r>" (one per rank with --topk, in the main file).
 struct RunRecord {
   ModelShape shape;
   bool cutoffs_known = true;  // false: an older checkpoint of an adaptive head
   int world = 0;              // ranks that wrote it; 0: unknown
-  int topk_residuals = 0;     // ranks whose top-k error-feedback residual it holds
+  int topk_residuals = 0;  // ranks whose top-k error-feedback residual it (or its rank files) holds
   // Settings a run may change on resume (noted, not refused), as the flags spell them.
   double topk = 0, lr = 0, embed_lr = 0, weight_decay = 0;
   int batch = 0, warmup_steps = 0;

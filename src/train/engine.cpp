@@ -52,15 +52,7 @@ void Engine::inner_step(const RowGradient& rows, double dense_lr, double embed_l
   }
 }
 
-void Engine::save(torch::serialize::OutputArchive& ar, int world,
-                  const std::vector<float>& residuals) {
-  if (auto* topk = dense_sync->topk()) {
-    const auto n = static_cast<std::int64_t>(topk->elements());
-    for (int r = 0; r < world; ++r) {
-      ar.write("topk_residual_rank" + std::to_string(r),
-               torch::from_blob(const_cast<float*>(residuals.data()) + r * n, {n}).clone(), true);
-    }
-  }
+void Engine::save(torch::serialize::OutputArchive& ar) {
   model->save(ar);
   torch::serialize::OutputArchive opt_ar;
   dense_opt->save(opt_ar);
@@ -68,16 +60,23 @@ void Engine::save(torch::serialize::OutputArchive& ar, int world,
   if (embed_opt) embed_opt->save(ar, "embed_adam");
 }
 
-void Engine::load(torch::serialize::InputArchive& ar, int rank) {
+void Engine::load(torch::serialize::InputArchive& ar) {
   torch::NoGradGuard no_grad;
   model->load(ar);
   torch::serialize::InputArchive opt_ar;
   ar.read("dense_optimizer", opt_ar);
   dense_opt->load(opt_ar);
   if (embed_opt) embed_opt->load(ar, "embed_adam");
+}
+
+void Engine::save_residual(torch::serialize::OutputArchive& ar) const {
+  if (auto* topk = dense_sync->topk()) ar.write("topk_residual", topk->residual().clone(), true);
+}
+
+void Engine::load_residual(torch::serialize::InputArchive& ar, const std::string& key) {
   if (auto* topk = dense_sync->topk()) {
     torch::Tensor residual;
-    ar.read("topk_residual_rank" + std::to_string(rank), residual, true);
+    ar.read(key, residual, true);
     topk->set_residual(residual);
   }
 }

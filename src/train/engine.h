@@ -21,8 +21,8 @@ namespace atl::train {
 
 struct Engine {
   Gpt model;
-  torch::Tensor embedding;           // model->tok->weight
-  std::vector<torch::Tensor> dense;  // every other parameter, in registration order
+  torch::Tensor embedding;               // model->tok->weight
+  std::vector<torch::Tensor> dense;      // every other parameter, in registration order
   std::vector<std::string> dense_names;  // their names ("blocks.3.fc.weight", ...)
   std::unique_ptr<torch::optim::Optimizer> dense_opt;
   std::unique_ptr<LazyAdamW> embed_opt;  // adamw only
@@ -37,10 +37,14 @@ struct Engine {
   // and the embedding's rows.
   void inner_step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t);
 
-  // Checkpoint state: the model, the inner optimizers; the top-k residuals of all ranks come in
-  // rank order in `residuals` (gathered by the caller) and are read back for `rank`.
-  void save(torch::serialize::OutputArchive& ar, int world, const std::vector<float>& residuals);
-  void load(torch::serialize::InputArchive& ar, int rank);
+  // Checkpoint state: the model and the inner optimizers (the same on every rank under ddp).
+  void save(torch::serialize::OutputArchive& ar);
+  void load(torch::serialize::InputArchive& ar);
+  // This rank's own state under ddp: its top-k error-feedback residual (none without --topk), in
+  // its per-rank file under "topk_residual" (checkpoints before issue 14 kept every rank's in the
+  // main file as "topk_residual_rank<r>": `key` names which to read).
+  void save_residual(torch::serialize::OutputArchive& ar) const;
+  void load_residual(torch::serialize::InputArchive& ar, const std::string& key);
 };
 
 }  // namespace atl::train

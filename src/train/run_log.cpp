@@ -74,4 +74,46 @@ void MetricsLog::record(const nlohmann::json& line) {
   if (file_.is_open()) file_ << line.dump() << "\n" << std::flush;
 }
 
+void RunReport::add_step(double step_s, double comm_s, double emb_bytes) {
+  sum_step_s += step_s;
+  sum_comm_s += comm_s;
+  embedding_bytes += emb_bytes;
+  ++timed_steps;
+}
+
+void RunReport::print_progress(int step, double loss, const double* val_loss) const {
+  const double mean_step = sum_step_s / timed_steps;
+  fmt::print("step {}/{}  loss {:.4f}  {:.0f} tok/s  comm {:.0f}%  ETA {}{}\n", step, steps, loss,
+             tokens_per_step / mean_step, 100.0 * sum_comm_s / sum_step_s,
+             format_duration(mean_step * (steps - step)),
+             val_loss
+                 ? fmt::format("  | validation loss {:.4f}, perplexity {:.1f}", *val_loss, last_ppl)
+                 : "");
+  std::fflush(stdout);
+}
+
+void RunReport::print() const {
+  fmt::print("\natoll train: report ({} ranks, sync {})\n", world, sync);
+  if (have_first && evaluated) {
+    fmt::print(
+        "  validation perplexity: {:.1f} before training, {:.1f} after {} steps ({:.2f}x "
+        "lower)\n",
+        first_ppl, last_ppl, steps, first_ppl / last_ppl);
+  } else if (evaluated) {
+    fmt::print("  validation perplexity after {} steps: {:.1f}\n", steps, last_ppl);
+  }
+  fmt::print("  unigram baseline (training word frequencies): validation perplexity {:.1f}\n",
+             unigram_ppl);
+  if (world > 1) {
+    fmt::print(
+        "  embedding gradient synchronized by {}: {} sent by rank 0 over {} steps; dense "
+        "allreduce would send {} ({:.1f}x more)\n",
+        sync, format_bytes(embedding_bytes), timed_steps,
+        format_bytes(dense_equivalent_bytes * timed_steps),
+        embedding_bytes > 0 ? dense_equivalent_bytes * timed_steps / embedding_bytes : 0.0);
+  }
+  fmt::print("  throughput {:.0f} tokens/s, {:.0f}% of step time in communication\n",
+             tokens_per_step * timed_steps / sum_step_s, 100.0 * sum_comm_s / sum_step_s);
+}
+
 }  // namespace atl::train

@@ -24,6 +24,7 @@
 #include "atoll/train/corpus.h"
 #include "atoll/util/files.h"
 #include "checkpoint.h"
+#include "ddp.h"
 #include "dense_sync.h"
 #include "embedding_grad.h"
 #include "embedding_rows.h"
@@ -112,13 +113,23 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
     try {
       if (diloco) {  // θ̄ and momentum from the main file; this worker's state from its own
         diloco->load_shared(ar);
-        const auto own = rank_checkpoint_path(file, comm.rank());
         torch::serialize::InputArchive rank_ar;
-        read_checkpoint(own, rank_ar);
-        engine.load(rank_ar, 0);
+        read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar);
+        engine.load(rank_ar);
         diloco->load_local(rank_ar);
       } else {
-        engine.load(ar, comm.rank());
+        engine.load(ar);
+        if (cfg.topk > 0) {  // this rank's residual: its own file (or, older, the main file)
+          const auto legacy = "topk_residual_rank" + std::to_string(comm.rank());
+          const auto keys = ar.keys();
+          if (std::find(keys.begin(), keys.end(), legacy) != keys.end()) {
+            engine.load_residual(ar, legacy);
+          } else {
+            torch::serialize::InputArchive rank_ar;
+            read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar);
+            engine.load_residual(rank_ar, "topk_residual");
+          }
+        }
       }
     } catch (const c10::Error& e) {
       throw CheckpointError(fmt::format("checkpoint {}: cannot load its state ({})", file.string(),
@@ -155,14 +166,14 @@ void save_checkpoint(Communicator& comm, const TrainConfig& cfg, Engine& engine,
     // and touched rows to its own file first; then rank 0 the main file with θ̄ and momentum.
     agreed(comm, [&] {
       torch::serialize::OutputArchive ar;
-      engine.save(ar, 1, {});
+      engine.save(ar);
       diloco->save_local(ar);
       write_checkpoint(rank_checkpoint_path(file, comm.rank()), step, ar);
     });
     agreed(comm, [&] {
       if (comm.rank() != 0) return;
       torch::serialize::OutputArchive ar;
-      engine.save(ar, 1, {});
+      engine.save(ar);
       diloco->save_shared(ar);
       write_run_record(ar, this_run);
       write_checkpoint(file, step, ar);
@@ -170,21 +181,43 @@ void save_checkpoint(Communicator& comm, const TrainConfig& cfg, Engine& engine,
     });
     return;
   }
-  std::vector<float> residuals;  // top-k: every rank's residual, in rank order, on rank 0
-  if (auto* topk = engine.dense_sync->topk()) {
-    auto mine = topk->residual();
-    residuals = comm.allgatherv<float>(
-        std::span<const float>(mine.data_ptr<float>(), static_cast<std::size_t>(mine.numel())),
-        nullptr);
+  if (engine.dense_sync->topk()) {  // top-k: every rank's own residual in its own file first
+    agreed(comm, [&] {
+      torch::serialize::OutputArchive ar;
+      engine.save_residual(ar);
+      write_checkpoint(rank_checkpoint_path(file, comm.rank()), step, ar);
+    });
   }
   agreed(comm, [&] {
     if (comm.rank() != 0) return;
     torch::serialize::OutputArchive ar;
-    engine.save(ar, comm.size(), residuals);
+    engine.save(ar);
     write_run_record(ar, this_run);
     write_checkpoint(file, step, ar);
     prune_checkpoints(cfg.out, cfg.keep_checkpoints);
   });
+}
+
+// A local-SGD step's fields in its metrics line; rank 0 names the workers EDiT dropped.
+template <class Index>
+void record_local_step(nlohmann::json& j, const TrainConfig& cfg, const LocalSgd<Index>& diloco,
+                       int step, bool synced, double outer_sync_s, bool leader) {
+  j["local"] = true;
+  j["synced"] = synced;
+  j["outer_sync_s"] = outer_sync_s;  // exposed: at the sync point and in the next forward pass
+  if (!synced) return;
+  if (diloco.fault_fired()) j["fault_injected"] = cfg.inject_fault;
+  if (cfg.strategy == "edit") {
+    j["edit_dropped"] = diloco.last_dropped();  // [layer, worker] pairs
+    j["edit_skipped_layers"] = diloco.last_skipped_layers();
+  }
+  if (!leader || diloco.last_dropped().empty()) return;
+  std::map<int, int> layers_of;  // worker -> layers it was dropped in
+  for (const auto& [layer, w] : diloco.last_dropped()) ++layers_of[w];
+  for (const auto& [w, count] : layers_of) {
+    fmt::print(stderr, "atoll train: step {}: EDiT dropped worker {} in {} of {} layers\n", step, w,
+               count, diloco.penalty_layers());
+  }
 }
 
 template <class Index>
@@ -218,10 +251,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   torch::manual_seed(cfg.seed);
   Engine engine(comm, cfg);
   auto& model = engine.model;
-  auto scheme = sync::make_scheme(cfg.sync);
-  auto dense_scheme = sync::make_scheme(cfg.sync);  // top-k path: its own buffers
-  scheme->prepare(comm);  // one-time setup (auto's network probe) before the first timed step
-  dense_scheme->prepare(comm);
+  DataParallel<Index> ddp(comm, cfg, engine);  // ddp steps (and local SGD's warm-up steps)
 
   const std::filesystem::path out = cfg.out;
   const RunRecord this_run = run_record(cfg, world, vocabulary_fingerprint(data.vocab));
@@ -240,7 +270,12 @@ int run(Communicator& comm, const TrainConfig& cfg) {
 
   const std::int64_t E = cfg.model.d_embed;
   const std::uint64_t M = static_cast<std::uint64_t>(cfg.model.vocab) * E;
-  const double dense_equivalent =
+  RunReport report;
+  report.world = world;
+  report.steps = cfg.steps;
+  report.sync = cfg.sync;
+  report.tokens_per_step = static_cast<double>(world) * cfg.batch * cfg.model.seq_len;
+  report.dense_equivalent_bytes =
       world > 1 ? 2.0 * (world - 1) / world * static_cast<double>(M) * 4.0 : 0.0;
   if (leader && !cfg.quiet) {
     std::int64_t params = 0;
@@ -254,11 +289,12 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   }
 
   const double unigram = unigram_perplexity(comm, data.vocab, val_windows, cfg.model.seq_len);
+  report.unigram_ppl = unigram;
   Evaluation first{}, last{};
-  bool have_first = false;
   if (start == 0 && cfg.eval_every > 0) {
     first = evaluate(comm, model, val_windows, cfg.model.seq_len);
-    have_first = true;
+    report.have_first = true;
+    report.first_ppl = first.perplexity;
     if (leader && !cfg.quiet) {
       fmt::print("step 0: validation loss {:.4f}, perplexity {:.1f}\n", first.loss,
                  first.perplexity);
@@ -271,12 +307,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     }
   }
 
-  SchemeComparison<Index> comparison(cfg.compare_schemes);
-  sync::SyncResult<Index> emb_result;
+  auto& comparison = ddp.comparison();
   StepTimer timer([&comm] { return comm.wtime(); });
-  double sum_step_s = 0, sum_comm_s = 0, emb_bytes_total = 0;
-  int timed_steps = 0;
-  const double tokens_per_step = static_cast<double>(world) * cfg.batch * cfg.model.seq_len;
+  const double tokens_per_step = report.tokens_per_step;
   const bool fixed_compute = cfg.sim_compute_s > 0;
   Timeline timeline;
   LayerEvents events(comm, unit_compute_weights(engine, cfg.model.layers), cfg.sim_compute_s,
@@ -330,26 +363,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       rows = touched_rows(own, E, 1.0);
       mean_loss = loss.item<double>();
     } else {
-      // Ranks reach the synchronization at different times (their compute differs); the barrier
-      // makes that wait visible (wait_s) instead of hiding it in the first collective of a scheme.
-      timer.start("wait");
-      comm.barrier();
-      // Benchmark mode: compared schemes before and after the training scheme (rotating); their
-      // time is left out of the step.
-      timer.start("compare");
-      const std::size_t before = comparison.run_before(step);
-      for (std::size_t c = 0; c < before; ++c) comparison.run(comm, c, local, E);
-      if (before > 0) comm.barrier();
-      timer.start("embedding_sync");
-      scheme->synchronize(comm, local, emb_result);
-      timer.start("rows");
-      rows = touched_rows(emb_result, E, 1.0 / world);
-      timer.start("compare");
-      for (std::size_t c = before; c < comparison.size(); ++c) comparison.run(comm, c, local, E);
-      comparison.check_rows(rows, E);
-      timer.start("dense_sync");
-      engine.dense_sync->run(comm, *dense_scheme);
-      mean_loss = comm.allreduce_value(loss.item<double>(), ReduceOp::sum) / world;
+      rows = ddp.synchronize(comm, timer, step, local, loss.item<double>(), mean_loss);
     }
 
     timer.start("optimizer");
@@ -381,11 +395,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                           timer.seconds("outer_sync");
     const double emb_bytes =
         local_step ? (synced ? static_cast<double>(diloco->last_embedding_stats().bytes_sent()) : 0)
-                   : static_cast<double>(emb_result.stats.bytes_sent());
-    emb_bytes_total += emb_bytes;
-    sum_step_s += step_s;
-    sum_comm_s += comm_s;
-    ++timed_steps;
+                   : static_cast<double>(ddp.embedding_result().stats.bytes_sent());
+    report.add_step(step_s, comm_s, emb_bytes);
 
     nlohmann::json j{{"step", step},
                      {"loss", mean_loss},
@@ -400,28 +411,11 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                      {"embedding_bytes_sent", emb_bytes},
                      {"embedding_rows", rows.rows.size()}};
     if (!local_step) {
-      for (const auto& ph : emb_result.stats.phases) j["embedding_phases_s"][ph.name] = ph.time_s;
+      for (const auto& ph : ddp.embedding_result().stats.phases)
+        j["embedding_phases_s"][ph.name] = ph.time_s;
     }
-    if (local_step) {
-      j["local"] = true;
-      j["synced"] = synced;
-      j["outer_sync_s"] = timer.seconds("outer_sync");  // exposed: at the sync and in the forward
-      if (synced) {
-        if (diloco->fault_fired()) j["fault_injected"] = cfg.inject_fault;
-        if (cfg.strategy == "edit") {
-          j["edit_dropped"] = diloco->last_dropped();  // [layer, worker] pairs
-          j["edit_skipped_layers"] = diloco->last_skipped_layers();
-        }
-        if (leader && !diloco->last_dropped().empty()) {
-          std::map<int, int> layers_of;  // worker -> layers it was dropped in
-          for (const auto& [layer, w] : diloco->last_dropped()) ++layers_of[w];
-          for (const auto& [w, count] : layers_of) {
-            fmt::print(stderr, "atoll train: step {}: EDiT dropped worker {} in {} of {} layers\n",
-                       step, w, count, diloco->penalty_layers());
-          }
-        }
-      }
-    }
+    if (local_step)
+      record_local_step(j, cfg, *diloco, step, synced, timer.seconds("outer_sync"), leader);
     if (eval_now) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
       auto run_eval = [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); };
@@ -432,47 +426,20 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       }
       j["val_loss"] = last.loss;
       j["val_ppl"] = last.perplexity;
+      report.evaluated = true;
+      report.last_ppl = last.perplexity;
     }
     if (leader) {
       metrics.record(j);
-      if (!cfg.quiet && (step % cfg.log_every == 0 || step == cfg.steps || eval_now)) {
-        const double mean_step = sum_step_s / timed_steps;
-        fmt::print("step {}/{}  loss {:.4f}  {:.0f} tok/s  comm {:.0f}%  ETA {}{}\n", step,
-                   cfg.steps, mean_loss, tokens_per_step / mean_step,
-                   100.0 * sum_comm_s / sum_step_s, format_duration(mean_step * (cfg.steps - step)),
-                   eval_now ? fmt::format("  | validation loss {:.4f}, perplexity {:.1f}",
-                                          last.loss, last.perplexity)
-                            : "");
-        std::fflush(stdout);
-      }
+      if (!cfg.quiet && (step % cfg.log_every == 0 || step == cfg.steps || eval_now))
+        report.print_progress(step, mean_loss, eval_now ? &last.loss : nullptr);
     }
     if (checkpoint_now) save_checkpoint(comm, cfg, engine, diloco, this_run, step);
   }
 
   if (diloco) diloco->flush(comm);
   if (!cfg.timeline.empty()) agreed(comm, [&] { timeline.write(comm, cfg.timeline); });
-  if (leader && !cfg.quiet && timed_steps > 0) {
-    fmt::print("\natoll train: report ({} ranks, sync {})\n", world, cfg.sync);
-    if (have_first && cfg.eval_every > 0) {
-      fmt::print(
-          "  validation perplexity: {:.1f} before training, {:.1f} after {} steps ({:.2f}x "
-          "lower)\n",
-          first.perplexity, last.perplexity, cfg.steps, first.perplexity / last.perplexity);
-    } else if (cfg.eval_every > 0) {
-      fmt::print("  validation perplexity after {} steps: {:.1f}\n", cfg.steps, last.perplexity);
-    }
-    fmt::print("  unigram baseline (training word frequencies): validation perplexity {:.1f}\n",
-               unigram);
-    if (world > 1)
-      fmt::print(
-          "  embedding gradient synchronized by {}: {} sent by rank 0 over {} steps; dense "
-          "allreduce would send {} ({:.1f}x more)\n",
-          cfg.sync, format_bytes(emb_bytes_total / 1), timed_steps,
-          format_bytes(dense_equivalent * timed_steps),
-          emb_bytes_total > 0 ? dense_equivalent * timed_steps / emb_bytes_total : 0.0);
-    fmt::print("  throughput {:.0f} tokens/s, {:.0f}% of step time in communication\n",
-               tokens_per_step * timed_steps / sum_step_s, 100.0 * sum_comm_s / sum_step_s);
-  }
+  if (leader && !cfg.quiet && report.timed_steps > 0) report.print();
   comparison.report(comm, cfg.sync, tokens_per_step, out);
   if (leader && !out.empty()) {
     metrics.close();

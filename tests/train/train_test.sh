@@ -139,6 +139,18 @@ if out=$(run 2 "$atoll" "${common[@]}" --steps 20 --topk 0.05 --out "$tmp/topk" 
 else
   fail "top-k run: ${a:-?} -> ${b:-?}"; echo "$out"
 fi
+# Top-k resume: every rank's error-feedback residual is in its own file (step-N.rank-R.ckpt) and
+# comes back exactly.
+if run 2 "$atoll" "${common[@]}" --steps 12 --topk 0.05 --checkpoint-every 6 --keep-checkpoints 5 \
+    --out "$tmp/topk-full" >/dev/null 2>&1 &&
+  [ -f "$tmp/topk-full/checkpoints/step-00000006.rank-00001.ckpt" ] &&
+  run 2 "$atoll" "${common[@]}" --steps 12 --topk 0.05 --out "$tmp/topk-resumed" \
+    --resume-from "$tmp/topk-full/checkpoints/step-00000006.ckpt" >/dev/null 2>&1 &&
+  msg=$(compare "$tmp/topk-full/metrics.jsonl" "$tmp/topk-resumed/metrics.jsonl" 1e-6 7); then
+  echo "ok   top-k resume from per-rank residual files: $msg"
+else
+  fail "top-k resume: ${msg:-run failed or no per-rank file}"
+fi
 
 # 7. Benchmark mode: every scheme on the same step's gradients, each checked against the training
 #    scheme's rows.

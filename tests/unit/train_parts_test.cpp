@@ -10,6 +10,7 @@
 #include "embedding_rows.h"
 #include "flat_params.h"
 #include "lazy_adamw.h"
+#include "model.h"
 #include "run_log.h"
 #include "step_timer.h"
 #include "topk_feedback.h"
@@ -103,6 +104,64 @@ TEST(FlatParams, GradientsAndValuesRoundTrip) {
       torch::equal(a.detach(), torch::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}).reshape({2, 3})));
   std::vector<float> wrong(3);
   EXPECT_THROW(flat.gather_values(wrong), std::invalid_argument);
+}
+
+TEST(FlatParams, ScatterRangeCopiesWholeParametersOnly) {
+  auto a = torch::zeros({2, 3});
+  auto b = torch::zeros({2});
+  auto c = torch::zeros({1});
+  FlatParams flat({a, b, c});
+  std::vector<float> v{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  flat.scatter_range(v, 6, 8);  // b only
+  EXPECT_TRUE(torch::equal(b, torch::tensor({7.f, 8.f})));
+  EXPECT_TRUE(torch::equal(a, torch::zeros({2, 3})));
+  EXPECT_TRUE(torch::equal(c, torch::zeros({1})));
+  flat.scatter_range(v, 0, 9);  // everything
+  EXPECT_TRUE(torch::equal(c, torch::tensor({9.f})));
+  EXPECT_THROW(flat.scatter_range(v, 3, 8), std::invalid_argument);  // cuts a
+  EXPECT_THROW(flat.scatter_range(v, 6, 7), std::invalid_argument);  // cuts b
+}
+
+// The model's synchronization units: forward order, every parameter in one, dense ones contiguous.
+TEST(ModelUnits, NamesMapToUnitsInForwardOrder) {
+  ModelShape shape{50, 8, 16, 3, 2, 4, "full", {}};
+  Gpt model(shape);
+  EXPECT_EQ(unit_count(3), 6);
+  EXPECT_EQ(unit_of("tok.weight", 3), 0);
+  EXPECT_EQ(unit_of("embed_proj.weight", 3), 1);
+  EXPECT_EQ(unit_of("pos.weight", 3), 1);
+  EXPECT_EQ(unit_of("blocks.0.qkv.weight", 3), 2);
+  EXPECT_EQ(unit_of("blocks.2.fc_out.bias", 3), 4);
+  EXPECT_EQ(unit_of("ln_f.weight", 3), 5);
+  EXPECT_EQ(unit_of("head.weight", 3), 5);
+  int last = 0;
+  for (const auto& p : model->named_parameters()) {  // registration order never goes back
+    const int u = unit_of(p.key(), 3);
+    EXPECT_GE(u, last) << p.key();
+    last = u;
+  }
+  EXPECT_EQ(last, 5);
+}
+
+// The hooks see every unit's forward in order, and the backward's gradient hooks fire for the
+// units after the input in reverse order (units 1 and 0 end with backward() itself).
+TEST(ModelUnits, HooksSeeEveryUnit) {
+  struct Recorder : LayerHooks {
+    std::vector<std::string> seen;
+    void forward_begin(int u) override { seen.push_back("f" + std::to_string(u)); }
+    void forward_end(int u) override { seen.push_back("e" + std::to_string(u)); }
+    void backward_end(int u) override { seen.push_back("b" + std::to_string(u)); }
+  } rec;
+  torch::manual_seed(1);
+  ModelShape shape{50, 8, 16, 2, 2, 4, "full", {}};
+  Gpt model(shape);
+  auto tokens = torch::randint(0, 50, {2, 5}, torch::kLong);
+  auto loss = model->loss(tokens, &rec);
+  const auto without = model->loss(tokens);
+  EXPECT_TRUE(torch::equal(loss, without));  // hooks change nothing
+  loss.backward();
+  EXPECT_EQ(rec.seen, (std::vector<std::string>{"f0", "e0", "f1", "e1", "f2", "e2", "f3", "e3",
+                                                 "f4", "e4", "b4", "b3", "b2", "b1"}));
 }
 
 TEST(TopkFeedback, SendsTheLargestAndKeepsTheRest) {

@@ -1,0 +1,47 @@
+#include "ddp.h"
+
+namespace atl::train {
+
+template <class Index>
+DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& cfg, Engine& engine)
+    : engine_(engine),
+      E_(cfg.model.d_embed),
+      scheme_(sync::make_scheme(cfg.sync)),
+      dense_scheme_(sync::make_scheme(cfg.sync)),
+      comparison_(cfg.compare_schemes) {
+  scheme_->prepare(comm);  // one-time setup (auto's network probe) before the first timed step
+  dense_scheme_->prepare(comm);
+}
+
+template <class Index>
+RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer& timer, int step,
+                                             const sparse::SparseGradient<Index>& local,
+                                             double loss, double& mean_loss) {
+  const int world = comm.size();
+  // Ranks reach the synchronization at different times (their compute differs); the barrier
+  // makes that wait visible (wait_s) instead of hiding it in the first collective of a scheme.
+  timer.start("wait");
+  comm.barrier();
+  // Benchmark mode: compared schemes before and after the training scheme (rotating); their
+  // time is left out of the step.
+  timer.start("compare");
+  const std::size_t before = comparison_.run_before(step);
+  for (std::size_t c = 0; c < before; ++c) comparison_.run(comm, c, local, E_);
+  if (before > 0) comm.barrier();
+  timer.start("embedding_sync");
+  scheme_->synchronize(comm, local, result_);
+  timer.start("rows");
+  RowGradient rows = touched_rows(result_, E_, 1.0 / world);
+  timer.start("compare");
+  for (std::size_t c = before; c < comparison_.size(); ++c) comparison_.run(comm, c, local, E_);
+  comparison_.check_rows(rows, E_);
+  timer.start("dense_sync");
+  engine_.dense_sync->run(comm, *dense_scheme_);
+  mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
+  return rows;
+}
+
+template class DataParallel<std::uint32_t>;
+template class DataParallel<std::uint64_t>;
+
+}  // namespace atl::train
