@@ -37,8 +37,12 @@ struct SmpiPlatformOptions {
 // variant: alltoall reduce-scatter, then allgather) was faster than the ompi selector's choice at
 // 1, 8, 32 and 64 MiB and the fastest from ~20 MiB up (recursive doubling wins below); allgatherv
 // `default` (every rank posts all its sends and receives at once: one latency, not 7 ring steps)
-// was the fastest at every size measured. `atoll wan-platform` writes them unless told otherwise.
-inline constexpr const char* kWanSmpiCollectives = "smpi/allreduce:rab2 smpi/allgatherv:default";
+// was the fastest at every size measured; bcast binomial_tree (the default selector's NTSL, a
+// pipelined linear chain of small segments, did not finish broadcasting the base preset's 60 MB
+// of initial parameters in 8 minutes of host time). `atoll wan-platform` writes them unless told
+// otherwise.
+inline constexpr const char* kWanSmpiCollectives =
+    "smpi/allreduce:rab2 smpi/allgatherv:default smpi/bcast:binomial_tree";
 
 // The platform's XML text. std::invalid_argument on a non-positive bandwidth or speed, or a
 // setting that would break the XML attribute (a quote, '<', '&').
