@@ -198,6 +198,36 @@ void save_checkpoint(Communicator& comm, const TrainConfig& cfg, Engine& engine,
   });
 }
 
+void print_setup(const TrainConfig& cfg, int world, const Engine& engine, const RankData& data) {
+  std::int64_t params = 0;
+  for (const auto& p : engine.model->parameters()) params += p.numel();
+  const auto M = static_cast<std::int64_t>(cfg.model.vocab) * cfg.model.d_embed;
+  fmt::print(
+      "atoll train: preset {}, {} ranks, {} parameters ({} in the embedding, {:.0f}%), vocab {}, "
+      "{} training documents ({} on rank 0), sync {}{}{}\n",
+      cfg.preset, world, params, M, 100.0 * static_cast<double>(M) / static_cast<double>(params),
+      data.vocab.size(), data.train_documents, data.shard_documents, cfg.sync,
+      cfg.topk > 0 ? fmt::format(", dense top-k {}", cfg.topk) : "",
+      cfg.strategy != "ddp" ? fmt::format(", strategy {} (H = {})", cfg.strategy, cfg.sync_every)
+                            : "");
+}
+
+// This rank's forward and backward pass on its batch of `step` (the hooks see every unit: an
+// overlapped synchronization completes inside the forward pass; simulated compute is charged per
+// unit). Returns the loss.
+torch::Tensor forward_backward(Engine& engine, LayerEvents& events, const RankData& data,
+                               const TrainConfig& cfg, int step, int rank) {
+  auto tokens =
+      to_tensor(sample_batch(data.train, cfg.batch, cfg.model.seq_len, cfg.seed, step, rank),
+                cfg.model.seq_len);
+  engine.model->zero_grad(true);
+  auto loss = engine.model->loss(tokens, &events);
+  events.begin_backward();
+  loss.backward();
+  events.end_step();
+  return loss;
+}
+
 // A local-SGD step's fields in its metrics line; rank 0 names the workers EDiT dropped.
 template <class Index>
 void record_local_step(nlohmann::json& j, const TrainConfig& cfg, const LocalSgd<Index>& diloco,
@@ -277,22 +307,11 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   report.tokens_per_step = static_cast<double>(world) * cfg.batch * cfg.model.seq_len;
   report.dense_equivalent_bytes =
       world > 1 ? 2.0 * (world - 1) / world * static_cast<double>(M) * 4.0 : 0.0;
-  if (leader && !cfg.quiet) {
-    std::int64_t params = 0;
-    for (auto& p : model->parameters()) params += p.numel();
-    fmt::print(
-        "atoll train: preset {}, {} ranks, {} parameters ({} in the embedding, {:.0f}%), vocab {}, "
-        "{} training documents ({} on rank 0), sync {}{}\n",
-        cfg.preset, world, params, M, 100.0 * M / params, data.vocab.size(), data.train_documents,
-        data.shard_documents, cfg.sync,
-        cfg.topk > 0 ? fmt::format(", dense top-k {}", cfg.topk) : "");
-  }
-
-  const double unigram = unigram_perplexity(comm, data.vocab, val_windows, cfg.model.seq_len);
-  report.unigram_ppl = unigram;
-  Evaluation first{}, last{};
+  if (leader && !cfg.quiet) print_setup(cfg, world, engine, data);
+  report.unigram_ppl = unigram_perplexity(comm, data.vocab, val_windows, cfg.model.seq_len);
+  Evaluation last{};
   if (start == 0 && cfg.eval_every > 0) {
-    first = evaluate(comm, model, val_windows, cfg.model.seq_len);
+    const Evaluation first = evaluate(comm, model, val_windows, cfg.model.seq_len);
     report.have_first = true;
     report.first_ppl = first.perplexity;
     if (leader && !cfg.quiet) {
@@ -303,7 +322,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       metrics.record({{"step", 0},
                       {"val_loss", first.loss},
                       {"val_ppl", first.perplexity},
-                      {"unigram_val_ppl", unigram}});
+                      {"unigram_val_ppl", report.unigram_ppl}});
     }
   }
 
@@ -335,14 +354,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       step_sync.progress = [&] { diloco->progress(comm); };
     }
     events.begin_step(step, std::move(step_sync), &timer);
-    auto tokens =
-        to_tensor(sample_batch(data.train, cfg.batch, cfg.model.seq_len, cfg.seed, step, rank),
-                  cfg.model.seq_len);
-    model->zero_grad(true);
-    auto loss = model->loss(tokens, &events);
-    events.begin_backward();
-    loss.backward();
-    events.end_step();
+    const auto loss = forward_backward(engine, events, data, cfg, step, rank);
     timer.start("dump");
     auto local = embedding_gradient<Index>(engine.embedding);
     if (!cfg.dump_grads.empty() &&
