@@ -322,13 +322,22 @@ int main(int argc, char** argv) {
   train_cmd
       ->add_option("--strategy", tc.strategy,
                    "ddp (data-parallel, the default) | diloco (local SGD, outer Nesterov step) | "
-                   "edit (diloco + the pseudo-gradient penalty per layer)")
-      ->check(CLI::IsMember({"ddp", "diloco", "edit"}));
+                   "edit (diloco + the pseudo-gradient penalty per layer) | aedit (edit with "
+                   "time-based rounds: --sync-seconds)")
+      ->check(CLI::IsMember({"ddp", "diloco", "edit", "aedit"}));
   train_cmd->add_option("--sync-every", tc.sync_every,
                         "diloco: inner steps H between synchronizations");
   train_cmd->add_option("--sync-warmup-steps", tc.sync_warmup_steps,
                         "diloco: data-parallel steps before local steps begin (not --warmup-steps, "
                         "the learning-rate warm-up)");
+  train_cmd->add_option("--sync-seconds", tc.sync_seconds,
+                        "aedit: seconds of training time between synchronization rounds");
+  train_cmd->add_option("--min-round-steps", tc.min_round_steps,
+                        "aedit: skip a round in which all workers together took fewer local steps "
+                        "since the last sync (default 1)");
+  train_cmd->add_option("--step-weight", tc.step_weight,
+                        "aedit: r in [0, 1]: a worker's weight (1-r)·w + r·(its share of the "
+                        "round's local steps)");
   train_cmd->add_option("--outer-lr", tc.outer_lr, "diloco: outer SGD learning rate");
   train_cmd->add_option("--outer-momentum", tc.outer_momentum,
                         "diloco: outer Nesterov momentum (0 = plain SGD)");
@@ -354,9 +363,12 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--timeline", tc.timeline,
                         "write each layer's compute and sync times on every rank to FILE "
                         "(JSON lines)");
-  train_cmd->add_option("--inject-fault", tc.inject_fault,
-                        "experiments: corrupt:RANK:STEP:SCALE scales worker RANK's pseudo-gradient "
-                        "(nan: NaN) at the first sync at or after STEP; recorded in metrics");
+  train_cmd->add_option(
+      "--inject-fault", tc.inject_fault,
+      "experiments, comma-separated: corrupt:RANK:STEP:SCALE scales worker RANK's "
+      "pseudo-gradient (nan: NaN) at the first sync at or after STEP; "
+      "straggler:RANK:FACTOR makes RANK's compute FACTOR times slower; "
+      "stall:PROB:SECONDS stalls each rank with probability PROB per step");
   train_cmd
       ->add_option("--optimizer", tc.optimizer,
                    "inner optimizer: adamw | sgd (plain SGD: no momentum, no weight decay)")

@@ -4,10 +4,12 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 
 namespace atl::comm {
 namespace {
@@ -269,10 +271,18 @@ void Communicator::fixed_compute_end(double seconds) {
   smpi_execute(seconds);
   smpi_bench_begin();
 }
+void Communicator::delay(double seconds) {
+  smpi_bench_end();
+  smpi_execute(seconds);
+  smpi_bench_begin();
+}
 #else
 bool Communicator::simulated() { return false; }
 void Communicator::fixed_compute_begin() {}
 void Communicator::fixed_compute_end(double) {}
+void Communicator::delay(double seconds) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
 #endif
 
 // The state of one non-blocking operation: its current stage's MPI requests, the stage to post

@@ -14,7 +14,8 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int world)
       sync_warmup_steps_(cfg.sync_warmup_steps),
       outer_lr_(cfg.outer_lr),
       outer_momentum_(cfg.outer_momentum),
-      fault_(parse_fault(cfg.inject_fault)) {
+      step_weight_(cfg.step_weight),
+      fault_(parse_faults(cfg.inject_fault).corrupt) {
   // Penalty layers and synchronization units are the model's units; each unit's dense
   // parameters are consecutive in registration order.
   layers_ = unit_count(cfg.model.layers);
@@ -29,9 +30,11 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int world)
     unit_range_[u].end = at;
     last = u;
   }
-  overlap_ = cfg.strategy == "edit" && cfg.overlap;
+  const bool edit = cfg.strategy == "edit" || cfg.strategy == "aedit";
+  overlap_ = edit && cfg.overlap;
   prefetch_ = cfg.sync_prefetch;
-  if (cfg.strategy == "edit" && cfg.penalty) {
+  if (cfg.strategy == "aedit") timed_.emplace(cfg.sync_seconds, cfg.min_round_steps);
+  if (edit && cfg.penalty) {
     penalty_.emplace(static_cast<std::size_t>(layers_), static_cast<std::size_t>(world),
                      localsgd::PenaltyOptions{true, cfg.anomaly_threshold, cfg.ewma_alpha,
                                               cfg.ewma_warmup, cfg.weight_temperature, cfg.clip});
@@ -39,8 +42,10 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int world)
 }
 
 template <class Index>
-void LocalSgd<Index>::begin_step(int step) {
-  if (started_ || !is_local(step)) return;
+void LocalSgd<Index>::begin_step(comm::Communicator& comm, int step) {
+  if (!is_local(step)) return;
+  if (timed_ && !timed_->running()) timed_->start(comm.wtime());
+  if (started_) return;
   outer_dense_.assign(dense_.elements(), 0.0f);
   dense_.gather_values(outer_dense_);
   momentum_dense_.assign(dense_.elements(), 0.0f);
@@ -54,10 +59,47 @@ template <class Index>
 bool LocalSgd<Index>::end_step(comm::Communicator& comm, int step, const RowGradient& local_rows) {
   if (!started_ || !is_local(step)) return false;
   for (auto row : local_rows.rows) touched_[static_cast<std::size_t>(row)] = 1;
-  if ((step - sync_warmup_steps_) % sync_every_ != 0) return false;
+  round_.reset();
+  if (timed_) {  // aedit: a round when the time has come, maybe skipped
+    if (!timed_->step_done(comm.wtime())) return false;
+    round_ = timed_->join(comm, step);
+    if (round_->skipped) {
+      timed_->end_round(comm.wtime(), false);
+      return false;
+    }
+  } else if ((step - sync_warmup_steps_) % sync_every_ != 0) {
+    return false;
+  }
   begin_sync(comm, step);
   if (!overlap_) flush(comm);
+  if (timed_) timed_->end_round(comm.wtime(), true);
   return true;
+}
+
+template <class Index>
+void LocalSgd<Index>::pause_clock(comm::Communicator& comm) {
+  if (timed_) timed_->pause(comm.wtime());
+}
+
+template <class Index>
+void LocalSgd<Index>::resume_clock(comm::Communicator& comm) {
+  if (timed_) timed_->resume(comm.wtime());
+}
+
+// aedit --step-weight r: w'_i = (1 − r)·w_i + r·s_i / Σ_j s_j, the sum over the workers that are
+// not dropped (a dropped worker keeps weight 0); Σ w' = 1 stays.
+template <class Index>
+void LocalSgd<Index>::weigh_by_steps(std::vector<double>& weights) const {
+  if (step_weight_ <= 0 || !round_) return;
+  double kept_steps = 0;
+  for (std::size_t w = 0; w < weights.size(); ++w)
+    if (weights[w] > 0) kept_steps += static_cast<double>(round_->steps[w]);
+  if (kept_steps <= 0) return;
+  for (std::size_t w = 0; w < weights.size(); ++w) {
+    if (weights[w] <= 0) continue;
+    weights[w] = (1 - step_weight_) * weights[w] +
+                 step_weight_ * static_cast<double>(round_->steps[w]) / kept_steps;
+  }
 }
 
 template <class Index>
@@ -83,6 +125,7 @@ void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
   bytes_at_begin_ = comm.traffic().bytes_sent;
   last_dropped_.clear();
   last_skipped_.clear();
+  last_weights_ = {};
   // Δ = θ̄ − θ for the dense parameters and the embedding rows this worker touched.
   delta_dense_.resize(dense_.elements());
   dense_.gather_values(delta_dense_);
@@ -104,9 +147,11 @@ void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
   if (penalty_) {
     penalize(comm, local_);
   } else {
-    const float inv = 1.0f / static_cast<float>(comm.size());
-    for (auto& x : delta_dense_) x *= inv;
-    for (auto& x : local_.values) x *= inv;
+    std::vector<double> weights(static_cast<std::size_t>(comm.size()), 1.0 / comm.size());
+    weigh_by_steps(weights);
+    const auto w = static_cast<float>(weights[static_cast<std::size_t>(comm.rank())]);
+    for (auto& x : delta_dense_) x *= w;
+    for (auto& x : local_.values) x *= w;
   }
   requests_.clear();
   requests_.resize(static_cast<std::size_t>(layers_));
@@ -195,8 +240,7 @@ void LocalSgd<Index>::finish_embedding(comm::Communicator& comm) {
 }
 
 template <class Index>
-std::vector<double> LocalSgd<Index>::penalize(comm::Communicator& comm,
-                                              sparse::SparseGradient<Index>& local) {
+void LocalSgd<Index>::penalize(comm::Communicator& comm, sparse::SparseGradient<Index>& local) {
   std::vector<double> norms(static_cast<std::size_t>(layers_), 0.0);
   for (int u = 1; u < layers_; ++u)
     for (std::size_t i = unit_range_[u].begin; i < unit_range_[u].end; ++i)
@@ -209,11 +253,15 @@ std::vector<double> LocalSgd<Index>::penalize(comm::Communicator& comm,
   for (int l = 0; l < layers_; ++l) {
     std::vector<double> layer_norms(n);
     for (std::size_t w = 0; w < n; ++w) layer_norms[w] = all[w * layers_ + l];
-    const auto d = penalty_->decide(static_cast<std::size_t>(l), layer_norms);
+    auto d = penalty_->decide(static_cast<std::size_t>(l), layer_norms);
+    weigh_by_steps(d.weights);
     for (auto w : d.dropped) last_dropped_.emplace_back(l, static_cast<int>(w));
     if (d.skip) last_skipped_.push_back(l);
     mine[l] = d.weights[static_cast<std::size_t>(comm.rank())];
+    note_weights(d.weights);
   }
+  last_weights_.max /= layers_;
+  last_weights_.effective_workers /= layers_;
   // Scale this worker's Δ by its weight; a dropped worker contributes exact zeros (never 0·NaN).
   for (int u = 1; u < layers_; ++u) {
     const auto w = static_cast<float>(mine[u]);
@@ -227,7 +275,19 @@ std::vector<double> LocalSgd<Index>::penalize(comm::Communicator& comm,
     const auto w = static_cast<float>(mine[0]);
     for (auto& x : local.values) x *= w;
   }
-  return mine;
+}
+
+// Adds one layer's largest weight and effective number of workers 1/Σw² (n under plain averaging,
+// 1 when one worker has all the weight; 0 for a skipped layer) to the sums penalize averages.
+template <class Index>
+void LocalSgd<Index>::note_weights(const std::vector<double>& weights) {
+  double max = 0.0, squares = 0.0;
+  for (double w : weights) {
+    max = std::max(max, w);
+    squares += w * w;
+  }
+  last_weights_.max += max;
+  last_weights_.effective_workers += squares > 0.0 ? 1.0 / squares : 0.0;
 }
 
 // Outer SGD with Nesterov momentum on θ̄ (torch's rule) over [begin, end) of the dense buffer,

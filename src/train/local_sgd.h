@@ -34,8 +34,10 @@
 #include "atoll/train/trainer.h"
 #include "embedding_rows.h"
 #include "engine.h"
+#include "faults.h"
 #include "flat_params.h"
 #include "settings.h"
+#include "timed_rounds.h"
 
 namespace atl::train {
 
@@ -48,15 +50,21 @@ class LocalSgd {
   bool is_local(int step) const { return step > sync_warmup_steps_; }
   // Before a local step's forward pass: θ̄ is taken from the (still identical) replicas the first
   // time, i.e. when local training begins or after a resume from the warm-up phase.
-  void begin_step(int step);
+  void begin_step(comm::Communicator& comm, int step);
   // After a local step's inner optimizer step: notes the embedding rows this worker changed;
-  // every H-th local step the outer synchronization (collective; with overlap only begun).
-  // Returns true when it synced.
+  // every H-th local step (aedit: at a round, timed_rounds.h) the outer synchronization
+  // (collective; with overlap only begun). Returns true when it synced.
   bool end_step(comm::Communicator& comm, int step, const RowGradient& local_rows);
   // Before unit u's forward compute: with a synchronization pending, posts the allreduce of the
   // units up to u + prefetch (all with prefetch 0) and completes unit u (its parameters become θ̄).
   // Collective in the sense that all ranks call it for the same units in the same order.
   void before_unit(comm::Communicator& comm, int unit);
+  // aedit: the round this step joined (synced or skipped), if any.
+  const std::optional<TimedRounds::Round>& last_round() const { return round_; }
+  const TimedRounds* rounds() const { return timed_ ? &*timed_ : nullptr; }
+  // aedit: validation and checkpoints do not count as training time.
+  void pause_clock(comm::Communicator& comm);
+  void resume_clock(comm::Communicator& comm);
   // Lets posted transfers move (Open MPI progresses them only inside MPI calls).
   void progress(comm::Communicator& comm);
   // Completes a pending synchronization (before validation, a checkpoint, the end of the run).
@@ -80,6 +88,12 @@ class LocalSgd {
   const std::vector<std::pair<int, int>>& last_dropped() const { return last_dropped_; }
   const std::vector<int>& last_skipped_layers() const { return last_skipped_; }
   bool fault_fired() const { return fault_fired_; }
+  // edit: the last synchronization's weights, averaged over layers: the largest weight and the
+  // effective number of workers 1/Σw² (n for equal weights, 1 when one worker has them all).
+  struct WeightStats {
+    double max = 0.0, effective_workers = 0.0;
+  };
+  const WeightStats& last_weights() const { return last_weights_; }
   // Layers the penalty works on: the model's units (model.h).
   int penalty_layers() const { return layers_; }
 
@@ -87,7 +101,7 @@ class LocalSgd {
   // worker's own (the embedding rows touched since the last sync).
   void save_shared(torch::serialize::OutputArchive& ar) const;
   void load_shared(torch::serialize::InputArchive& ar);
-  void save_local(torch::serialize::OutputArchive& ar) const;
+  void save_local(torch::serialize::OutputArchive& ar, double now) const;
   void load_local(torch::serialize::InputArchive& ar);
 
  private:
@@ -100,7 +114,9 @@ class LocalSgd {
   sparse::SparseGradient<Index> embedding_pseudo_gradient() const;
   // edit: per-layer weights of this worker from one allgather of every worker's layer norms (the
   // same decisions on every rank); applies them to Δ (dense and embedding values) in place.
-  std::vector<double> penalize(comm::Communicator& comm, sparse::SparseGradient<Index>& embedding);
+  void penalize(comm::Communicator& comm, sparse::SparseGradient<Index>& embedding);
+  void note_weights(const std::vector<double>& weights);
+  void weigh_by_steps(std::vector<double>& weights) const;
   void outer_step_dense(std::size_t begin, std::size_t end, double scale);
   void outer_step_embedding(const RowGradient& rows, double scale);
 
@@ -135,6 +151,10 @@ class LocalSgd {
   std::optional<localsgd::PseudoGradientPenalty> penalty_;
   std::vector<std::pair<int, int>> last_dropped_;
   std::vector<int> last_skipped_;
+  WeightStats last_weights_;
+  double step_weight_ = 0;
+  std::optional<TimedRounds> timed_;
+  std::optional<TimedRounds::Round> round_;
   std::optional<FaultInjection> fault_;
   bool fault_fired_ = false;
 };

@@ -1,5 +1,6 @@
 // LocalSgd's checkpoint state: θ̄, the outer momentum and the penalty's detector (shared by all
-// workers, rank 0 writes them) and this worker's touched embedding rows (its own file).
+// workers, rank 0 writes them) and this worker's touched embedding rows and (aedit) round clock and
+// counters (its own file).
 #include <stdexcept>
 #include <string>
 
@@ -62,7 +63,15 @@ void LocalSgd<Index>::load_shared(torch::serialize::InputArchive& ar) {
 }
 
 template <class Index>
-void LocalSgd<Index>::save_local(torch::serialize::OutputArchive& ar) const {
+void LocalSgd<Index>::save_local(torch::serialize::OutputArchive& ar, double now) const {
+  if (timed_) {
+    auto state = timed_->save(now);
+    ar.write(
+        "aedit_rounds",
+        torch::from_blob(state.data(), {static_cast<std::int64_t>(state.size())}, torch::kDouble)
+            .clone(),
+        true);
+  }
   std::vector<std::int64_t> rows;
   for (std::size_t r = 0; r < touched_.size(); ++r)
     if (touched_[r]) rows.push_back(static_cast<std::int64_t>(r));
@@ -74,6 +83,17 @@ void LocalSgd<Index>::save_local(torch::serialize::OutputArchive& ar) const {
 
 template <class Index>
 void LocalSgd<Index>::load_local(torch::serialize::InputArchive& ar) {
+  if (timed_) {
+    torch::Tensor state;
+    ar.read("aedit_rounds", state, true);
+    auto c = state.contiguous().to(torch::kDouble);
+    try {
+      timed_->load(
+          std::span<const double>(c.data_ptr<double>(), static_cast<std::size_t>(c.numel())));
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(std::string("checkpoint: ") + e.what());
+    }
+  }
   torch::Tensor rows;
   ar.read("diloco_touched_rows", rows, true);
   if (!started_) return;

@@ -10,6 +10,7 @@
 #include "atoll/localsgd/penalty.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/util/files.h"
+#include "faults.h"
 
 namespace atl::train {
 
@@ -44,6 +45,37 @@ TrainConfig preset_config(const std::string& preset) {
   return c;
 }
 
+namespace {
+
+// A-EDiT's settings, refused with any other strategy (a flag that would be ignored).
+std::optional<std::string> check_aedit(const TrainConfig& c) {
+  if (c.strategy == "aedit") {
+    if (!(c.sync_seconds > 0) || !std::isfinite(c.sync_seconds)) {
+      return fmt::format(
+          "--sync-seconds {} must be a positive number of seconds (aedit: training time between "
+          "synchronization rounds)",
+          c.sync_seconds);
+    }
+    if (c.min_round_steps < 0) {
+      return fmt::format("--min-round-steps {} is negative", c.min_round_steps);
+    }
+    if (!(c.step_weight >= 0 && c.step_weight <= 1)) {
+      return fmt::format("--step-weight {} is not in [0, 1]", c.step_weight);
+    }
+    return std::nullopt;
+  }
+  const auto not_aedit = [&](const char* flag) {
+    return fmt::format("{} applies to --strategy aedit only (this run has --strategy {})", flag,
+                       c.strategy);
+  };
+  if (c.sync_seconds != 0) return not_aedit("--sync-seconds");
+  if (c.min_round_steps != 1) return not_aedit("--min-round-steps");
+  if (c.step_weight != 0) return not_aedit("--step-weight");
+  return std::nullopt;
+}
+
+}  // namespace
+
 // Messages name the flags (config-file keys are the same names).
 std::optional<std::string> check_config(const TrainConfig& c) {
   const auto& m = c.model;
@@ -75,24 +107,28 @@ std::optional<std::string> check_config(const TrainConfig& c) {
       prev = cut;
     }
   }
-  if (c.strategy != "ddp" && c.strategy != "diloco" && c.strategy != "edit") {
-    return fmt::format("--strategy: unknown strategy '{}' (valid: ddp, diloco, edit)", c.strategy);
+  if (c.strategy != "ddp" && c.strategy != "diloco" && c.strategy != "edit" &&
+      c.strategy != "aedit") {
+    return fmt::format("--strategy: unknown strategy '{}' (valid: ddp, diloco, edit, aedit)",
+                       c.strategy);
   }
+  if (auto problem = check_aedit(c)) return problem;
   const localsgd::PenaltyOptions penalty{c.penalty,     c.anomaly_threshold,  c.ewma_alpha,
                                          c.ewma_warmup, c.weight_temperature, c.clip};
   if (auto problem = penalty.check()) return problem;
   try {
-    const auto fault = parse_fault(c.inject_fault);
-    if (fault && c.strategy == "ddp") {
-      return "--inject-fault corrupts a pseudo-gradient: it needs --strategy diloco or edit";
+    const auto faults = parse_faults(c.inject_fault);
+    if (faults.corrupt && c.strategy == "ddp") {
+      return "--inject-fault corrupt:... corrupts a pseudo-gradient: it needs a local-SGD "
+             "--strategy (diloco, edit, aedit)";
     }
   } catch (const std::invalid_argument& e) {
     return std::string(e.what());
   }
-  if (!c.overlap && c.strategy != "edit") {
+  if (!c.overlap && c.strategy != "edit" && c.strategy != "aedit") {
     return fmt::format(
-        "--no-overlap switches off EDiT's layer-wise overlap: it applies to --strategy edit only "
-        "(this run has --strategy {})",
+        "--no-overlap switches off EDiT's layer-wise overlap: it applies to --strategy edit or "
+        "aedit only (this run has --strategy {})",
         c.strategy);
   }
   if (c.sync_prefetch < 0) {
@@ -196,6 +232,9 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"optimizer", c.optimizer},
                             {"sync-every", c.sync_every},
                             {"sync-warmup-steps", c.sync_warmup_steps},
+                            {"sync-seconds", c.sync_seconds},
+                            {"min-round-steps", c.min_round_steps},
+                            {"step-weight", c.step_weight},
                             {"outer-lr", c.outer_lr},
                             {"outer-momentum", c.outer_momentum},
                             {"penalty", c.penalty},
@@ -259,45 +298,6 @@ std::uint64_t vocabulary_fingerprint(const Vocabulary& vocab) {
     h = util::fnv1a({reinterpret_cast<const std::uint8_t*>(line.data()), line.size()}, h);
   }
   return h;
-}
-
-std::optional<FaultInjection> parse_fault(const std::string& spec) {
-  if (spec.empty()) return std::nullopt;
-  const auto bad = [&](const std::string& why) {
-    return std::invalid_argument(fmt::format(
-        "--inject-fault '{}': {} (expected corrupt:RANK:STEP:SCALE, e.g. corrupt:2:40:100)", spec,
-        why));
-  };
-  std::vector<std::string> parts;
-  std::size_t at = 0;
-  while (true) {
-    const auto colon = spec.find(':', at);
-    parts.push_back(spec.substr(at, colon == std::string::npos ? colon : colon - at));
-    if (colon == std::string::npos) break;
-    at = colon + 1;
-  }
-  if (parts.size() != 4 || parts[0] != "corrupt") throw bad("unknown form");
-  FaultInjection f;
-  try {
-    std::size_t used = 0;
-    f.rank = std::stoi(parts[1], &used);
-    if (used != parts[1].size() || f.rank < 0) throw bad("RANK must be a rank number");
-    f.step = std::stoi(parts[2], &used);
-    if (used != parts[2].size() || f.step < 1) throw bad("STEP must be a step >= 1");
-    if (parts[3] == "nan") {
-      f.scale = std::nan("");
-    } else {
-      f.scale = std::stod(parts[3], &used);
-      if (used != parts[3].size() || !std::isfinite(f.scale))
-        throw bad("SCALE must be a number or nan");
-    }
-  } catch (const std::logic_error& e) {
-    if (dynamic_cast<const std::invalid_argument*>(&e) &&
-        std::string(e.what()).rfind("--inject-fault", 0) == 0)
-      throw;
-    throw bad("not a number");
-  }
-  return f;
 }
 
 }  // namespace atl::train

@@ -21,16 +21,6 @@ void agree_settings(comm::Communicator& comm, const TrainConfig& config);
 // Linear warm-up over --warmup-steps, then cosine decay to 10% of `peak` at --steps.
 double learning_rate(const TrainConfig& config, double peak, int step);
 
-// --inject-fault corrupt:RANK:STEP:SCALE (experiments): worker RANK's pseudo-gradient is scaled by
-// SCALE (nan: made NaN) at the first synchronization at or after STEP.
-struct FaultInjection {
-  int rank = 0;
-  int step = 0;
-  double scale = 1;
-};
-// nullopt for an empty spec; throws std::invalid_argument naming the problem.
-std::optional<FaultInjection> parse_fault(const std::string& spec);
-
 // FNV-1a of the vocabulary's words, one per line: tells checkpoints of another vocabulary apart.
 std::uint64_t vocabulary_fingerprint(const Vocabulary& vocab);
 

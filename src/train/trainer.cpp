@@ -30,11 +30,13 @@
 #include "embedding_rows.h"
 #include "engine.h"
 #include "evaluation.h"
+#include "faults.h"
 #include "layer_events.h"
 #include "lazy_adamw.h"
 #include "local_sgd.h"
 #include "model.h"
 #include "run_log.h"
+#include "run_plan.h"
 #include "scheme_comparison.h"
 #include "settings.h"
 #include "step_timer.h"
@@ -74,7 +76,7 @@ RankData load_data(Communicator& comm, const TrainConfig& cfg) {
 // on every rank; returns its step. Refuses, on every rank, what this run cannot continue.
 template <class Index>
 int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<Index>* diloco,
-           const RunRecord& this_run) {
+           const RunRecord& this_run, int& own_step) {
   int start = 0;
   const std::filesystem::path out = cfg.out;
   agreed(comm, [&] {
@@ -114,7 +116,8 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
       if (diloco) {  // θ̄ and momentum from the main file; this worker's state from its own
         diloco->load_shared(ar);
         torch::serialize::InputArchive rank_ar;
-        read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar);
+        own_step =
+            static_cast<int>(read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar));
         engine.load(rank_ar);
         diloco->load_local(rank_ar);
       } else {
@@ -138,7 +141,8 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
       throw CheckpointError(fmt::format("checkpoint {}: {}", file.string(), e.what()));
     }
     start = static_cast<int>(step);
-    if (start > cfg.steps) {
+    if (!diloco) own_step = start;
+    if (start > cfg.steps && cfg.strategy != "aedit") {  // aedit: rank 0's own step count
       throw CheckpointError(fmt::format("checkpoint {} is at step {}, beyond --steps {}",
                                         file.string(), start, cfg.steps));
     }
@@ -156,9 +160,11 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
   return start;
 }
 
+// The checkpoint is named after `step` (aedit: rank 0's step count); each rank's own file records
+// its own step count `own_step` (aedit: they differ).
 template <class Index>
 void save_checkpoint(Communicator& comm, const TrainConfig& cfg, Engine& engine,
-                     LocalSgd<Index>* diloco, const RunRecord& this_run, int step) {
+                     LocalSgd<Index>* diloco, const RunRecord& this_run, int step, int own_step) {
   const auto file = checkpoint_path(cfg.out, step);
   if (diloco) {
     diloco->flush(comm);  // an overlapped synchronization completes first
@@ -167,8 +173,8 @@ void save_checkpoint(Communicator& comm, const TrainConfig& cfg, Engine& engine,
     agreed(comm, [&] {
       torch::serialize::OutputArchive ar;
       engine.save(ar);
-      diloco->save_local(ar);
-      write_checkpoint(rank_checkpoint_path(file, comm.rank()), step, ar);
+      diloco->save_local(ar, comm.wtime());
+      write_checkpoint(rank_checkpoint_path(file, comm.rank()), own_step, ar);
     });
     agreed(comm, [&] {
       if (comm.rank() != 0) return;
@@ -208,8 +214,10 @@ void print_setup(const TrainConfig& cfg, int world, const Engine& engine, const 
       cfg.preset, world, params, M, 100.0 * static_cast<double>(M) / static_cast<double>(params),
       data.vocab.size(), data.train_documents, data.shard_documents, cfg.sync,
       cfg.topk > 0 ? fmt::format(", dense top-k {}", cfg.topk) : "",
-      cfg.strategy != "ddp" ? fmt::format(", strategy {} (H = {})", cfg.strategy, cfg.sync_every)
-                            : "");
+      cfg.strategy == "ddp" ? ""
+      : cfg.strategy == "aedit"
+          ? fmt::format(", strategy aedit (a round every {} s)", cfg.sync_seconds)
+          : fmt::format(", strategy {} (H = {})", cfg.strategy, cfg.sync_every));
 }
 
 // This rank's forward and backward pass on its batch of `step` (the hooks see every unit: an
@@ -237,9 +245,11 @@ void record_local_step(nlohmann::json& j, const TrainConfig& cfg, const LocalSgd
   j["outer_sync_s"] = outer_sync_s;  // exposed: at the sync point and in the next forward pass
   if (!synced) return;
   if (diloco.fault_fired()) j["fault_injected"] = cfg.inject_fault;
-  if (cfg.strategy == "edit") {
+  if (cfg.strategy == "edit" || cfg.strategy == "aedit") {
     j["edit_dropped"] = diloco.last_dropped();  // [layer, worker] pairs
     j["edit_skipped_layers"] = diloco.last_skipped_layers();
+    j["edit_weight_max"] = diloco.last_weights().max;
+    j["edit_effective_workers"] = diloco.last_weights().effective_workers;
   }
   if (!leader || diloco.last_dropped().empty()) return;
   std::map<int, int> layers_of;  // worker -> layers it was dropped in
@@ -250,6 +260,105 @@ void record_local_step(nlohmann::json& j, const TrainConfig& cfg, const LocalSgd
   }
 }
 
+// aedit: the round this step joined: its index, whether it was skipped, each worker's steps since
+// its last sync, and the tokens all workers have trained.
+template <class Index>
+void record_round(nlohmann::json& j, const TimedRounds::Round& round, const LocalSgd<Index>& diloco,
+                  double batch_tokens) {
+  j["round"] = diloco.rounds()->rounds();
+  j["round_skipped"] = round.skipped;
+  j["round_steps"] = round.steps;
+  j["tokens"] = static_cast<double>(round.total_steps()) * batch_tokens;
+}
+
+// The report's totals before the first step.
+RunReport new_report(const TrainConfig& cfg, int world) {
+  const auto M = static_cast<double>(cfg.model.vocab) * static_cast<double>(cfg.model.d_embed);
+  RunReport report;
+  report.world = world;
+  report.steps = cfg.steps;
+  report.sync = cfg.sync;
+  report.tokens_per_step = static_cast<double>(world) * cfg.batch * cfg.model.seq_len;
+  report.dense_equivalent_bytes = world > 1 ? 2.0 * (world - 1) / world * M * 4.0 : 0.0;
+  return report;
+}
+
+// Validation before training (step 0 of a run that does not resume). Collective.
+void first_validation(Communicator& comm, const TrainConfig& cfg, Gpt& model,
+                      const std::vector<std::int64_t>& val_windows, RunReport& report,
+                      MetricsLog& metrics) {
+  const Evaluation first = evaluate(comm, model, val_windows, cfg.model.seq_len);
+  report.have_first = true;
+  report.first_ppl = first.perplexity;
+  if (comm.rank() != 0) return;
+  if (!cfg.quiet) {
+    fmt::print("step 0: validation loss {:.4f}, perplexity {:.1f}\n", first.loss, first.perplexity);
+  }
+  metrics.record({{"step", 0},
+                  {"val_loss", first.loss},
+                  {"val_ppl", first.perplexity},
+                  {"unigram_val_ppl", report.unigram_ppl}});
+}
+
+// What a step did, for its metrics line.
+struct StepFacts {
+  int step = 0;
+  bool local_step = false, synced = false;
+  double mean_loss = 0, lr = 0, delay_s = 0;
+  std::uint64_t bytes_sent = 0;
+  std::size_t embedding_rows = 0;
+};
+
+// A step's metrics line (validation is added by the caller); adds the step to the report and to
+// the scheme comparison.
+template <class Index>
+nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, const StepFacts& f,
+                            DataParallel<Index>& ddp, const LocalSgd<Index>* diloco,
+                            RunReport& report, bool leader) {
+  const double step_s = timer.total() - timer.seconds("compare");
+  const double model_s = cfg.sim_compute_s > 0
+                             ? cfg.sim_compute_s
+                             : timer.seconds("model") + timer.seconds("optimizer");
+  const double emb_sync_s = timer.seconds("embedding_sync");
+  auto& comparison = ddp.comparison();
+  if (comparison.active())
+    comparison.record_step(step_s - emb_sync_s - timer.seconds("rows"),
+                           emb_sync_s + timer.seconds("rows"));
+  const double comm_s = timer.seconds("wait") + emb_sync_s + timer.seconds("dense_sync") +
+                        timer.seconds("outer_sync");
+  const double emb_bytes =
+      f.local_step
+          ? (f.synced ? static_cast<double>(diloco->last_embedding_stats().bytes_sent()) : 0)
+          : static_cast<double>(ddp.embedding_result().stats.bytes_sent());
+  report.add_step(step_s, comm_s, emb_bytes);
+
+  nlohmann::json j{{"step", f.step},
+                   {"loss", f.mean_loss},
+                   {"lr", f.lr},
+                   {"tokens_per_s", report.tokens_per_step / step_s},
+                   {"step_s", step_s},
+                   {"comm_s", comm_s},
+                   {"wait_s", timer.seconds("wait")},
+                   {"embedding_sync_s", emb_sync_s},
+                   {"model_s", model_s},
+                   {"bytes_sent", f.bytes_sent},
+                   {"embedding_bytes_sent", emb_bytes},
+                   {"embedding_rows", f.embedding_rows}};
+  // aedit's local steps: the tokens of all workers are known at rounds only.
+  if (cfg.strategy != "aedit" || !f.local_step) j["tokens"] = f.step * report.tokens_per_step;
+  if (f.delay_s > 0) j["delay_s"] = f.delay_s;
+  if (!f.local_step) {
+    for (const auto& ph : ddp.embedding_result().stats.phases)
+      j["embedding_phases_s"][ph.name] = ph.time_s;
+    return j;
+  }
+  record_local_step(j, cfg, *diloco, f.step, f.synced, timer.seconds("outer_sync"), leader);
+  if (const auto& round = diloco->last_round()) {
+    record_round(j, *round, *diloco, static_cast<double>(cfg.batch) * cfg.model.seq_len);
+  }
+  return j;
+}
+
 template <class Index>
 int run(Communicator& comm, const TrainConfig& cfg);
 
@@ -258,9 +367,9 @@ int run(Communicator& comm, const TrainConfig& cfg);
 int train(Communicator& comm, const TrainConfig& cfg) {
   comm.agree(check_config(cfg));
   agree_settings(comm, cfg);
-  if (const auto fault = parse_fault(cfg.inject_fault); fault && fault->rank >= comm.size()) {
+  if (const int r = parse_faults(cfg.inject_fault).largest_rank(); r >= comm.size()) {
     comm.agree(fmt::format("--inject-fault {}: rank {} does not exist (this run has {} ranks)",
-                           cfg.inject_fault, fault->rank, comm.size()));
+                           cfg.inject_fault, r, comm.size()));
   }
   const std::uint64_t M = static_cast<std::uint64_t>(cfg.model.vocab) * cfg.model.d_embed;
   return M < (std::uint64_t{1} << 32) ? run<std::uint32_t>(comm, cfg)
@@ -288,47 +397,33 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   std::optional<LocalSgd<Index>> local_sgd;
   if (cfg.strategy != "ddp") local_sgd.emplace(cfg, engine, world);
   LocalSgd<Index>* diloco = local_sgd ? &*local_sgd : nullptr;
-  int start = 0;
+  int start = 0, own_start = 0;  // aedit: own_start is this worker's step count (start rank 0's)
   if (cfg.resume || !cfg.resume_from.empty()) {
-    start = resume(comm, cfg, engine, diloco, this_run);
+    start = resume(comm, cfg, engine, diloco, this_run, own_start);
     if (leader && !cfg.quiet) fmt::print("atoll train: resumed after step {}\n", start);
   }
+  const bool timed = cfg.strategy == "aedit";
+  // aedit: batches all workers have trained so far (the round schedule's measure of progress).
+  const std::int64_t trained =
+      timed ? comm.allreduce_value<std::int64_t>(own_start, ReduceOp::sum) : 0;
+  RunPlan plan(cfg, world, trained);
+  const Slowdown slowdown(parse_faults(cfg.inject_fault), rank, cfg.seed);
   MetricsLog metrics;
   agreed(comm, [&] {
-    if (leader) metrics.open(out, start);
+    if (!leader) return;
+    metrics.open(out, start);
+    if (!cfg.timeline.empty()) util::check_writable(cfg.timeline);  // now, not after the run
   });
 
-  const std::int64_t E = cfg.model.d_embed;
-  const std::uint64_t M = static_cast<std::uint64_t>(cfg.model.vocab) * E;
-  RunReport report;
-  report.world = world;
-  report.steps = cfg.steps;
-  report.sync = cfg.sync;
-  report.tokens_per_step = static_cast<double>(world) * cfg.batch * cfg.model.seq_len;
-  report.dense_equivalent_bytes =
-      world > 1 ? 2.0 * (world - 1) / world * static_cast<double>(M) * 4.0 : 0.0;
+  RunReport report = new_report(cfg, world);
   if (leader && !cfg.quiet) print_setup(cfg, world, engine, data);
   report.unigram_ppl = unigram_perplexity(comm, data.vocab, val_windows, cfg.model.seq_len);
   Evaluation last{};
   if (start == 0 && cfg.eval_every > 0) {
-    const Evaluation first = evaluate(comm, model, val_windows, cfg.model.seq_len);
-    report.have_first = true;
-    report.first_ppl = first.perplexity;
-    if (leader && !cfg.quiet) {
-      fmt::print("step 0: validation loss {:.4f}, perplexity {:.1f}\n", first.loss,
-                 first.perplexity);
-    }
-    if (leader) {
-      metrics.record({{"step", 0},
-                      {"val_loss", first.loss},
-                      {"val_ppl", first.perplexity},
-                      {"unigram_val_ppl", report.unigram_ppl}});
-    }
+    first_validation(comm, cfg, model, val_windows, report, metrics);
   }
 
-  auto& comparison = ddp.comparison();
   StepTimer timer([&comm] { return comm.wtime(); });
-  const double tokens_per_step = report.tokens_per_step;
   const bool fixed_compute = cfg.sim_compute_s > 0;
   Timeline timeline;
   LayerEvents events(comm, unit_compute_weights(engine, cfg.model.layers), cfg.sim_compute_s,
@@ -339,12 +434,13 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       timeline.record(current_step, Timeline::Kind::sync, unit, posted, wait, end);
     });
   }
-  for (int step = start + 1; step <= cfg.steps; ++step) {
+  bool finished = timed ? plan.done() : start >= cfg.steps;
+  for (int step = own_start + 1; !finished; ++step) {
     current_step = step;
     timer.reset();
     const auto bytes0 = comm.traffic().bytes_sent;
     const bool local_step = diloco && diloco->is_local(step);
-    if (local_step) diloco->begin_step(step);
+    if (local_step) diloco->begin_step(comm, step);
     // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s per
     // unit; an overlapped synchronization completes unit by unit inside the forward pass.
     timer.start("model");
@@ -355,6 +451,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     }
     events.begin_step(step, std::move(step_sync), &timer);
     const auto loss = forward_backward(engine, events, data, cfg, step, rank);
+    timer.start("delay");  // --inject-fault straggler / stall
+    const double delay_s =
+        slowdown.apply(comm, step, fixed_compute ? cfg.sim_compute_s : timer.seconds("model"));
     timer.start("dump");
     auto local = embedding_gradient<Index>(engine.embedding);
     if (!cfg.dump_grads.empty() &&
@@ -372,7 +471,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       timer.start("rows");
       sync::SyncResult<Index> own;
       own.sparse = std::move(local);
-      rows = touched_rows(own, E, 1.0);
+      rows = touched_rows(own, cfg.model.d_embed, 1.0);
       mean_loss = loss.item<double>();
     } else {
       rows = ddp.synchronize(comm, timer, step, local, loss.item<double>(), mean_loss);
@@ -384,50 +483,28 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     engine.inner_step(rows, lr, learning_rate(cfg, cfg.embed_lr, step), step);
     if (fixed_compute) comm.fixed_compute_end(0);  // charged with the forward/backward above
     bool synced = false;
-    const bool eval_now = cfg.eval_every > 0 && (step % cfg.eval_every == 0 || step == cfg.steps);
-    const bool checkpoint_now =
-        !out.empty() &&
-        ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || step == cfg.steps);
+    StepPlan now = plan.at_step(step);
     if (local_step) {
       timer.start("outer_sync");
       synced = diloco->end_step(comm, step, rows);
+      if (timed) now = synced ? plan.at_round(diloco->last_round()->total_steps()) : StepPlan{};
       // An overlapped sync completes now if validation, a checkpoint or the end needs θ̄.
-      if (eval_now || checkpoint_now || step == cfg.steps) diloco->flush(comm);
+      if (now.eval || now.checkpoint || now.last) diloco->flush(comm);
     }
     timer.stop();
+    finished = now.last;
+    const bool eval_now = now.eval, checkpoint_now = now.checkpoint;
+    if (diloco && (eval_now || checkpoint_now)) diloco->pause_clock(comm);
 
-    const double step_s = timer.total() - timer.seconds("compare");
-    const double model_s =
-        fixed_compute ? cfg.sim_compute_s : timer.seconds("model") + timer.seconds("optimizer");
-    const double emb_sync_s = timer.seconds("embedding_sync");
-    if (comparison.active())
-      comparison.record_step(step_s - emb_sync_s - timer.seconds("rows"),
-                             emb_sync_s + timer.seconds("rows"));
-    const double comm_s = timer.seconds("wait") + emb_sync_s + timer.seconds("dense_sync") +
-                          timer.seconds("outer_sync");
-    const double emb_bytes =
-        local_step ? (synced ? static_cast<double>(diloco->last_embedding_stats().bytes_sent()) : 0)
-                   : static_cast<double>(ddp.embedding_result().stats.bytes_sent());
-    report.add_step(step_s, comm_s, emb_bytes);
-
-    nlohmann::json j{{"step", step},
-                     {"loss", mean_loss},
-                     {"lr", lr},
-                     {"tokens_per_s", tokens_per_step / step_s},
-                     {"step_s", step_s},
-                     {"comm_s", comm_s},
-                     {"wait_s", timer.seconds("wait")},
-                     {"embedding_sync_s", emb_sync_s},
-                     {"model_s", model_s},
-                     {"bytes_sent", comm.traffic().bytes_sent - bytes0},
-                     {"embedding_bytes_sent", emb_bytes},
-                     {"embedding_rows", rows.rows.size()}};
-    if (!local_step) {
-      for (const auto& ph : ddp.embedding_result().stats.phases)
-        j["embedding_phases_s"][ph.name] = ph.time_s;
-    }
-    if (local_step)
-      record_local_step(j, cfg, *diloco, step, synced, timer.seconds("outer_sync"), leader);
+    StepFacts facts{step,
+                    local_step,
+                    synced,
+                    mean_loss,
+                    lr,
+                    delay_s,
+                    comm.traffic().bytes_sent - bytes0,
+                    rows.rows.size()};
+    nlohmann::json j = step_metrics(cfg, timer, facts, ddp, diloco, report, leader);
     if (eval_now) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
       auto run_eval = [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); };
@@ -443,16 +520,21 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     }
     if (leader) {
       metrics.record(j);
-      if (!cfg.quiet && (step % cfg.log_every == 0 || step == cfg.steps || eval_now))
+      if (!cfg.quiet && (step % cfg.log_every == 0 || finished || eval_now))
         report.print_progress(step, mean_loss, eval_now ? &last.loss : nullptr);
     }
-    if (checkpoint_now) save_checkpoint(comm, cfg, engine, diloco, this_run, step);
+    if (checkpoint_now) {  // aedit: named after rank 0's step count
+      const int name =
+          timed && local_step ? static_cast<int>(diloco->last_round()->local_steps[0]) : step;
+      save_checkpoint(comm, cfg, engine, diloco, this_run, name, step);
+    }
+    if (diloco && (eval_now || checkpoint_now)) diloco->resume_clock(comm);
   }
 
   if (diloco) diloco->flush(comm);
   if (!cfg.timeline.empty()) agreed(comm, [&] { timeline.write(comm, cfg.timeline); });
   if (leader && !cfg.quiet && report.timed_steps > 0) report.print();
-  comparison.report(comm, cfg.sync, tokens_per_step, out);
+  ddp.comparison().report(comm, cfg.sync, report.tokens_per_step, out);
   if (leader && !out.empty()) {
     metrics.close();
     if (cfg.plot) {

@@ -32,12 +32,33 @@ std::uint64_t fnv1a(std::span<const std::uint8_t> bytes, std::uint64_t h) {
   return h;
 }
 
-void write_file_atomic(const std::filesystem::path& file, std::span<const std::uint8_t> bytes) {
+namespace {
+
+// A temporary file's path beside `file` (its directory created), named with `tag` and the pid.
+std::filesystem::path temp_beside(const std::filesystem::path& file, const char* tag) {
   const auto dir = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail(file, "cannot create directory " + dir.string() + " (" + ec.message() + ")");
-  const auto tmp = dir / fmt::format(".{}.tmp.{}", file.filename().string(), ::getpid());
+  return dir / fmt::format(".{}.{}.{}", file.filename().string(), tag, ::getpid());
+}
+
+}  // namespace
+
+void check_writable(const std::filesystem::path& file) {
+  const auto tmp = temp_beside(file, "check");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(file, fmt::format("cannot create {} ({})", tmp.string(), std::strerror(errno)));
+  }
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+}
+
+void write_file_atomic(const std::filesystem::path& file, std::span<const std::uint8_t> bytes) {
+  const auto tmp = temp_beside(file, "tmp");
+  const auto dir = tmp.parent_path();
+  std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) fail(file, fmt::format("cannot create {} ({})", tmp.string(), std::strerror(errno)));

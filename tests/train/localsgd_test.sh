@@ -176,7 +176,54 @@ else
   failures=$((failures + 1))
 fi
 
-# 6. Bad input: a clear error on every rank.
+# 6. aedit, simulated (SMPI: a clock that does not depend on this machine's load), 4 ranks,
+# model compute fixed at 0.1 s per step. (a) All workers equally fast and T = (H - 1/2) step
+# times: the same syncs at the same steps as edit with H, so the same losses step for step.
+# (b) A straggler (3x), random stalls and step weighting: resumed from the middle checkpoint,
+# the run continues exactly as without the interruption (each worker's step count, round clock
+# and counters come back).
+sim() { timeout 600 "$root/scripts/simulate" cluster-16x25g 4 -- "$@"; }
+root=$(cd "$(dirname "$0")/../.." && pwd)
+a=("${common[@]}" --steps 24 --eval-every 8 --sync-warmup-steps 2 --sim-compute-s 0.1)
+sim "${a[@]}" --strategy edit --sync-every 5 --out "$tmp/sim-edit" >"$tmp/sim-edit.out" 2>&1 ||
+  fail "simulated edit run"
+sim "${a[@]}" --strategy aedit --sync-seconds 0.45 --out "$tmp/sim-aedit" >"$tmp/sim-aedit.out" 2>&1 ||
+  fail "simulated aedit run"
+syncs() { python3 -c '
+import json, sys
+print(" ".join(str(j["step"]) for j in map(json.loads, open(sys.argv[1])) if j.get("synced")))' "$1"; }
+if msg=$(compare loss "$tmp/sim-edit/metrics.jsonl" "$tmp/sim-aedit/metrics.jsonl" 0) &&
+  [ "$(syncs "$tmp/sim-edit/metrics.jsonl")" = "7 12 17 22" ] &&
+  [ "$(syncs "$tmp/sim-aedit/metrics.jsonl")" = "7 12 17 22 27" ]; then
+  echo "ok   aedit (equal speeds, T = 4.5 steps) == edit H = 5: syncs at 7 12 17 22; losses $msg"
+else
+  fail "aedit vs edit: ${msg:-} syncs $(syncs "$tmp/sim-edit/metrics.jsonl") / $(syncs "$tmp/sim-aedit/metrics.jsonl")"
+fi
+b=("${a[@]}" --strategy aedit --sync-seconds 0.45 --inject-fault straggler:1:3,stall:0.1:0.2
+  --step-weight 0.5 --checkpoint-every 8)
+sim "${b[@]}" --out "$tmp/sim-straggler" >"$tmp/sim-straggler.out" 2>&1 || fail "aedit straggler run"
+cp -r "$tmp/sim-straggler" "$tmp/sim-resumed"
+first=$(ls "$tmp/sim-resumed/checkpoints/" | grep -E '^step-[0-9]+\.ckpt$' | head -1)
+for f in "$tmp/sim-resumed/checkpoints/"step-*.ckpt; do
+  case $(basename "$f") in "${first%.ckpt}"*) ;; *) rm "$f" ;; esac
+done
+sim "${b[@]}" --out "$tmp/sim-resumed" --resume >"$tmp/sim-resumed.out" 2>&1 || fail "aedit resume"
+lines() { python3 -c '
+import json, sys
+for j in map(json.loads, open(sys.argv[1])):
+    print(j["step"], j.get("loss"), j.get("val_loss"), j.get("round_steps"), j.get("delay_s"))' "$1"; }
+uneven=$(python3 -c '
+import json, sys
+print(sum(1 for j in map(json.loads, open(sys.argv[1])) if len(set(j.get("round_steps", [0]))) > 1))' \
+  "$tmp/sim-straggler/metrics.jsonl")
+if [ -n "$first" ] && [ "$uneven" -gt 0 ] &&
+  diff <(lines "$tmp/sim-straggler/metrics.jsonl") <(lines "$tmp/sim-resumed/metrics.jsonl") >/dev/null; then
+  echo "ok   aedit with a straggler and stalls resumed from $first: identical metrics ($uneven rounds with uneven step counts)"
+else
+  fail "aedit resume from ${first:-?}: metrics differ or steps even ($uneven)"
+fi
+
+# 7. Bad input: a clear error on every rank.
 expect_error() {
   local name=$1 pattern=$2 out rc
   shift 2
@@ -195,7 +242,7 @@ expect_error() {
 expect_error sync-every-0 "--sync-every 0 must be at least 1" "${common[@]}" --strategy diloco \
   --sync-every 0
 expect_error unknown-strategy "--strategy: nope not in" "${common[@]}" --strategy nope
-expect_error no-overlap-diloco "--no-overlap switches off EDiT's layer-wise overlap: it applies to --strategy edit only" \
+expect_error no-overlap-diloco "--no-overlap switches off EDiT's layer-wise overlap: it applies to --strategy edit or aedit only" \
   "${common[@]}" --strategy diloco --no-overlap
 expect_error sync-prefetch-negative "--sync-prefetch -1 is negative" "${common[@]}" \
   --strategy edit --sync-prefetch -1
@@ -204,8 +251,26 @@ expect_error topk-diloco "--topk compresses data-parallel gradients" "${common[@
 run 2 "$atoll" "${common[@]}" --steps 2 --out "$tmp/ddp2" >/dev/null 2>&1 || fail "ddp run"
 expect_error fault-rank "--inject-fault corrupt:5:3:100: rank 5 does not exist" "${common[@]}" \
   --strategy edit --inject-fault corrupt:5:3:100
-expect_error fault-form "--inject-fault 'corrupt:1:x:2': not a number" "${common[@]}" \
+expect_error fault-form "--inject-fault 'corrupt:1:x:2': STEP 'x' is not a number" "${common[@]}" \
   --strategy edit --inject-fault corrupt:1:x:2
+expect_error straggler-rank "--inject-fault straggler:7:3: rank 7 does not exist" "${common[@]}" \
+  --inject-fault straggler:7:3
+expect_error straggler-factor "straggler:0:0.5': FACTOR must be at least 1" "${common[@]}" \
+  --inject-fault straggler:0:0.5
+expect_error stall-prob "stall:1.5:2': PROB must be in \[0, 1\]" "${common[@]}" \
+  --inject-fault stall:1.5:2
+expect_error fault-twice "straggler given twice" "${common[@]}" \
+  --inject-fault straggler:0:2,straggler:1:2
+expect_error aedit-no-period "--sync-seconds 0 must be a positive number" "${common[@]}" \
+  --strategy aedit
+expect_error aedit-negative-period "--sync-seconds -1 must be a positive number" "${common[@]}" \
+  --strategy aedit --sync-seconds -1
+expect_error step-weight-range "--step-weight 1.5 is not in \[0, 1\]" "${common[@]}" \
+  --strategy aedit --sync-seconds 1 --step-weight 1.5
+expect_error sync-seconds-edit "--sync-seconds applies to --strategy aedit only" "${common[@]}" \
+  --strategy edit --sync-seconds 1
+expect_error timeline-unwritable "--timeline|/proc/atoll-no-such-dir/t.jsonl" "${common[@]}" \
+  --strategy edit --timeline /proc/atoll-no-such-dir/t.jsonl
 expect_error ewma-alpha "--ewma-alpha" "${common[@]}" --strategy edit --ewma-alpha 1.5
 expect_error resume-other-strategy "was written by --strategy ddp; this run uses --strategy diloco" \
   "${common[@]}" --steps 4 --strategy diloco --out "$tmp/ddp2" --resume

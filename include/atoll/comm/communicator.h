@@ -288,6 +288,9 @@ class Communicator {
   static bool simulated();
   void fixed_compute_begin();
   void fixed_compute_end(double seconds);
+  // Experiments (stragglers, stalls): this rank is busy `seconds` longer: charged to the
+  // simulated clock under SMPI, slept under real MPI.
+  void delay(double seconds);
 
   // Turns a local failure into the same error on every rank, never a hang: each rank passes its
   // own error (or nullopt); if any rank failed, all throw CollectiveError carrying the message of

@@ -30,18 +30,25 @@ struct TrainConfig {
   ModelShape model;
   std::string corpus;  // empty: the cache scripts/fetch-corpus fills
   int batch = 16;      // sequences per rank per step
-  int steps = 300;
+  int steps = 300;  // aedit: the run ends at the first sync where all workers' steps >= steps·world
   std::uint64_t seed = 1;
-  // Training strategy: ddp (synchronous data-parallel: gradients summed every step), edit (diloco
-  // plus the pseudo-gradient penalty per layer) or diloco
+  // Training strategy: ddp (synchronous data-parallel: gradients summed every step), diloco
   // (local SGD: --sync-every H inner steps per worker, then pseudo-gradients averaged and an
-  // outer Nesterov-SGD step on the synchronized parameters; docs/train.md).
+  // outer Nesterov-SGD step on the synchronized parameters; docs/train.md), edit (diloco plus
+  // the pseudo-gradient penalty per layer, layer-wise overlapped sync) or aedit (edit with
+  // time-based rounds instead of H: a worker takes as many local steps as fit in the period).
   std::string strategy = "ddp";
   int sync_every = 50;              // diloco: H, inner steps between synchronizations
   int sync_warmup_steps = 0;        // diloco: data-parallel steps before local steps begin
   double outer_lr = 0.7;            // diloco: outer SGD learning rate
   double outer_momentum = 0.9;      // diloco: outer Nesterov momentum (0 = plain SGD)
   std::string optimizer = "adamw";  // inner optimizer: adamw | sgd (no momentum, no decay)
+  // aedit: a round every sync_seconds of training time (from the end of the previous round); a
+  // round with fewer than min_round_steps local steps (all workers together) since the last sync
+  // is skipped; step_weight r mixes each worker's share of those steps into its weight.
+  double sync_seconds = 0;
+  int min_round_steps = 1;
+  double step_weight = 0;
   // edit: the pseudo-gradient penalty per layer (EDiT, ICLR'25; include/atoll/localsgd/penalty.h):
   // EWMA anomaly elimination, softmax(−norm/T) weights, clipping of the average.
   bool penalty = true;             // --no-penalty: plain averaging
@@ -56,8 +63,10 @@ struct TrainConfig {
   bool overlap = true;
   int sync_prefetch = 0;
   std::string timeline;  // JSON lines: each unit's compute and sync on each rank (rank 0 writes)
-  // Experiments only: "corrupt:RANK:STEP:SCALE" scales worker RANK's pseudo-gradient by SCALE
-  // (or makes it NaN with SCALE nan) at the first synchronization at or after STEP.
+  // Experiments only (src/train/faults.h), comma-separated: "corrupt:RANK:STEP:SCALE" scales
+  // worker RANK's pseudo-gradient by SCALE (or makes it NaN with SCALE nan) at the first
+  // synchronization at or after STEP; "straggler:RANK:FACTOR" makes rank RANK's compute FACTOR
+  // times slower; "stall:PROB:SECONDS" stalls each rank SECONDS with probability PROB per step.
   std::string inject_fault;
   double lr = 3e-3;        // dense parameters (AdamW), peak
   double embed_lr = 3e-3;  // embedding rows (lazy AdamW), peak

@@ -39,6 +39,11 @@ std::uint64_t fnv1a(std::span<const std::uint8_t> bytes, std::uint64_t h = 0xcbf
 void write_file_atomic(const std::filesystem::path& file, std::span<const std::uint8_t> bytes);
 void write_file_atomic(const std::filesystem::path& file, const std::string& text);
 
+// Fails early what write_file_atomic(file, ...) would fail at the end of a long run: creates the
+// parent directory and a temporary file beside `file`, then removes the temporary file (`file`
+// itself is not touched). Throws FileError naming the file.
+void check_writable(const std::filesystem::path& file);
+
 // The whole file; throws FileError naming the file and the reason if it cannot be read.
 std::vector<std::uint8_t> read_file(const std::filesystem::path& file);
 

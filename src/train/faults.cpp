@@ -1,0 +1,136 @@
+#include "faults.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+namespace atl::train {
+
+namespace {
+
+constexpr const char* kForms =
+    "corrupt:RANK:STEP:SCALE, straggler:RANK:FACTOR or stall:PROB:SECONDS, comma-separated";
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  while (true) {
+    const auto next = s.find(sep, at);
+    parts.push_back(s.substr(at, next == std::string::npos ? next : next - at));
+    if (next == std::string::npos) return parts;
+    at = next + 1;
+  }
+}
+
+// One spec; `bad` builds the error for it.
+struct SpecParser {
+  const std::string& spec;
+  std::invalid_argument bad(const std::string& why) const {
+    return std::invalid_argument(
+        fmt::format("--inject-fault '{}': {} (expected {})", spec, why, kForms));
+  }
+  // An int or a finite double, the whole of `text`.
+  template <class T>
+  T parse(const std::string& text, const char* what) const {
+    std::size_t used = 0;
+    T v{};
+    try {
+      if constexpr (std::is_same_v<T, int>) {
+        v = std::stoi(text, &used);
+      } else {
+        v = std::stod(text, &used);
+      }
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) {
+      throw bad(fmt::format("{} '{}' is not a number", what, text));
+    }
+    if (!std::isfinite(static_cast<double>(v))) {
+      throw bad(fmt::format("{} '{}' is not a finite number", what, text));
+    }
+    return v;
+  }
+};
+
+}  // namespace
+
+int Faults::largest_rank() const {
+  int r = -1;
+  if (corrupt) r = std::max(r, corrupt->rank);
+  if (straggler) r = std::max(r, straggler->rank);
+  return r;
+}
+
+Faults parse_faults(const std::string& all) {
+  Faults f;
+  if (all.empty()) return f;
+  for (const auto& spec : split(all, ',')) {
+    const SpecParser p{spec};
+    const auto parts = split(spec, ':');
+    const auto& kind = parts[0];
+    const std::size_t want = kind == "corrupt"                          ? 4
+                             : (kind == "straggler" || kind == "stall") ? 3
+                                                                        : 0;
+    if (want == 0 || parts.size() != want) throw p.bad("unknown form");
+    if (kind == "corrupt") {
+      if (f.corrupt) throw p.bad("corrupt given twice");
+      FaultInjection c;
+      c.rank = p.parse<int>(parts[1], "RANK");
+      if (c.rank < 0) throw p.bad("RANK must be a rank number");
+      c.step = p.parse<int>(parts[2], "STEP");
+      if (c.step < 1) throw p.bad("STEP must be a step >= 1");
+      c.scale = parts[3] == "nan" ? std::nan("") : p.parse<double>(parts[3], "SCALE");
+      f.corrupt = c;
+    } else if (kind == "straggler") {
+      if (f.straggler) throw p.bad("straggler given twice");
+      Straggler s;
+      s.rank = p.parse<int>(parts[1], "RANK");
+      if (s.rank < 0) throw p.bad("RANK must be a rank number");
+      s.factor = p.parse<double>(parts[2], "FACTOR");
+      if (s.factor < 1) throw p.bad("FACTOR must be at least 1 (how many times slower)");
+      f.straggler = s;
+    } else {
+      if (f.stall) throw p.bad("stall given twice");
+      Stall s;
+      s.probability = p.parse<double>(parts[1], "PROB");
+      if (s.probability < 0 || s.probability > 1) throw p.bad("PROB must be in [0, 1]");
+      s.seconds = p.parse<double>(parts[2], "SECONDS");
+      if (s.seconds <= 0) throw p.bad("SECONDS must be positive");
+      f.stall = s;
+    }
+  }
+  return f;
+}
+
+Slowdown::Slowdown(const Faults& faults, int rank, std::uint64_t seed) : rank_(rank), seed_(seed) {
+  if (faults.straggler && faults.straggler->rank == rank) factor_ = faults.straggler->factor;
+  if (faults.stall) stall_ = *faults.stall;
+}
+
+double Slowdown::extra_seconds(int step, double model_s) const {
+  double extra = (factor_ - 1) * model_s;
+  if (stall_.probability > 0) {
+    // SplitMix64 of (seed, rank, step): one uniform draw per rank and step, the same every run.
+    std::uint64_t z = seed_ * 0x9e3779b97f4a7c15ull +
+                      static_cast<std::uint64_t>(rank_) * 0xbf58476d1ce4e5b9ull +
+                      static_cast<std::uint64_t>(step) * 0x94d049bb133111ebull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
+    if (u < stall_.probability) extra += stall_.seconds;
+  }
+  return extra;
+}
+
+double Slowdown::apply(comm::Communicator& comm, int step, double model_s) const {
+  const double extra = extra_seconds(step, model_s);
+  if (extra > 0) comm.delay(extra);
+  return extra;
+}
+
+}  // namespace atl::train

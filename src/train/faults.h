@@ -1,0 +1,63 @@
+// --inject-fault (experiments): faults a run injects on purpose, comma-separated specs.
+//   corrupt:RANK:STEP:SCALE  worker RANK's pseudo-gradient is scaled by SCALE (nan: made NaN) at
+//                            the first synchronization at or after STEP (local SGD only)
+//   straggler:RANK:FACTOR    rank RANK's compute takes FACTOR (>= 1) times as long, every step
+//   stall:PROB:SECONDS       each rank, each step, stalls SECONDS with probability PROB (seeded
+//                            by --seed, the rank and the step: the same stalls in every run)
+// A slowdown is spent right after the step's forward and backward pass (before a data-parallel
+// step's gradient synchronization, so the others wait for it there): charged to the simulated
+// clock under SMPI, slept under mpirun. The straggler's extra time is (FACTOR − 1) times the
+// step's model time: --sim-compute-s when set, else the measured forward and backward.
+// Private to src/train; free of LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "atoll/comm/communicator.h"
+
+namespace atl::train {
+
+struct FaultInjection {  // corrupt:RANK:STEP:SCALE
+  int rank = 0;
+  int step = 0;
+  double scale = 1;
+};
+struct Straggler {
+  int rank = 0;
+  double factor = 1;
+};
+struct Stall {
+  double probability = 0;
+  double seconds = 0;
+};
+
+struct Faults {
+  std::optional<FaultInjection> corrupt;
+  std::optional<Straggler> straggler;
+  std::optional<Stall> stall;
+  int largest_rank() const;  // of corrupt/straggler, -1 if none names a rank
+};
+
+// Empty spec: no faults. Throws std::invalid_argument naming the problem (unknown form, bad
+// number, a kind given twice).
+Faults parse_faults(const std::string& spec);
+
+// The slowdowns of one rank.
+class Slowdown {
+ public:
+  Slowdown(const Faults& faults, int rank, std::uint64_t seed);
+  // Extra seconds for `step` whose model work took `model_s`: the straggler's share plus a stall.
+  double extra_seconds(int step, double model_s) const;
+  // Spends extra_seconds(step, model_s) (comm.delay) and returns it.
+  double apply(comm::Communicator& comm, int step, double model_s) const;
+
+ private:
+  double factor_ = 1;  // this rank's straggler factor
+  Stall stall_;
+  int rank_;
+  std::uint64_t seed_;
+};
+
+}  // namespace atl::train
