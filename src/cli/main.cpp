@@ -360,6 +360,13 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--sync-prefetch", tc.sync_prefetch,
                         "edit: layers whose synchronization is in flight ahead of the one "
                         "computing (default 0: all, posted when the forward pass begins)");
+  train_cmd->add_option("--shard-group-size", tc.shard_group_size,
+                        "2-D mesh: ranks per worker (S consecutive ranks average gradients every "
+                        "step and share one local-SGD state, split 1/S over them); S divides "
+                        "the number of ranks");
+  train_cmd->add_flag("--no-shard{false}", tc.shard,
+                      "2-D mesh: every rank of a worker keeps the whole local-SGD state "
+                      "(the replicated reference)");
   train_cmd->add_option("--timeline", tc.timeline,
                         "write each layer's compute and sync times on every rank to FILE "
                         "(JSON lines)");

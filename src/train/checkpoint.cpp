@@ -148,6 +148,8 @@ RunRecord run_record(const TrainConfig& c, int world, std::uint64_t vocabulary_f
   r.sync = c.sync;
   r.strategy = c.strategy;
   r.optimizer = c.optimizer;
+  r.shard_group_size = c.shard_group_size;
+  r.shard = c.shard;
   r.settings_known = true;
   r.vocabulary_fnv = vocabulary_fnv;
   return r;
@@ -168,6 +170,8 @@ void write_run_record(torch::serialize::OutputArchive& archive, const RunRecord&
                          {"sync", r.sync},
                          {"strategy", r.strategy},
                          {"optimizer", r.optimizer},
+                         {"shard_group_size", r.shard_group_size},
+                         {"shard", r.shard},
                          {"vocabulary_fnv", r.vocabulary_fnv}};
   archive.write("run", c10::IValue(j.dump()));
 }
@@ -208,6 +212,8 @@ RunRecord read_run_record(const std::filesystem::path& file,
       r.sync = j.at("sync").get<std::string>();
       r.strategy = j.value("strategy", std::string("ddp"));
       r.optimizer = j.value("optimizer", std::string("adamw"));
+      r.shard_group_size = j.value("shard_group_size", 1);
+      r.shard = j.value("shard", true);
       r.vocabulary_fnv = j.at("vocabulary_fnv").get<std::uint64_t>();
       r.settings_known = true;
     } else if (r.topk_residuals > 0) {
@@ -254,6 +260,17 @@ ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now) {
         "was written by --strategy {}; this run uses --strategy {} (their states differ: resume "
         "with --strategy {}, or start a new run)",
         saved.strategy, now.strategy, saved.strategy));
+  }
+  if (saved.shard_group_size != now.shard_group_size ||
+      (saved.shard_group_size > 1 && saved.shard != now.shard)) {
+    const auto mesh = [](const RunRecord& r) {
+      return fmt::format("--shard-group-size {}{}", r.shard_group_size,
+                         r.shard_group_size > 1 && !r.shard ? " --no-shard" : "");
+    };
+    refuse.push_back(fmt::format(
+        "was written with {}; this run uses {} (workers and their local-SGD state are laid out "
+        "by the mesh: resume with {})",
+        mesh(saved), mesh(now), mesh(saved)));
   }
   if (saved.optimizer != now.optimizer) {
     refuse.push_back(fmt::format(

@@ -65,6 +65,9 @@ struct RunRecord {
   // Refused when they differ: another strategy or inner optimizer holds other state. "ddp" and
   // "adamw" for checkpoints written before they were recorded.
   std::string strategy = "ddp", optimizer = "adamw";
+  // The 2-D mesh: refused when they differ (the local-SGD state is split by S when sharded).
+  int shard_group_size = 1;
+  bool shard = true;
   bool settings_known = false;
   std::uint64_t vocabulary_fnv = 0;  // FNV-1a of the word list, one word per line; 0: unknown
 };

@@ -52,6 +52,22 @@ void Engine::inner_step(const RowGradient& rows, double dense_lr, double embed_l
   }
 }
 
+std::size_t Engine::parameter_bytes() const {
+  std::size_t n = 0;
+  for (const auto& p : model->parameters()) n += static_cast<std::size_t>(p.numel());
+  return n * sizeof(float);
+}
+
+std::size_t Engine::optimizer_state_bytes() const {
+  std::size_t n = embed_opt ? embed_opt->state_bytes() : 0;
+  for (const auto& [key, state] : dense_opt->state()) {
+    if (const auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
+      n += static_cast<std::size_t>(a->exp_avg().numel() + a->exp_avg_sq().numel()) * sizeof(float);
+    }
+  }
+  return n;
+}
+
 void Engine::save(torch::serialize::OutputArchive& ar) {
   model->save(ar);
   torch::serialize::OutputArchive opt_ar;

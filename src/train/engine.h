@@ -37,6 +37,10 @@ struct Engine {
   // and the embedding's rows.
   void inner_step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t);
 
+  // Bytes this rank holds in the model's parameters and in the inner optimizers' state.
+  std::size_t parameter_bytes() const;
+  std::size_t optimizer_state_bytes() const;
+
   // Checkpoint state: the model and the inner optimizers (the same on every rank under ddp).
   void save(torch::serialize::OutputArchive& ar);
   void load(torch::serialize::InputArchive& ar);

@@ -81,4 +81,42 @@ void FlatParams::scatter_range(std::span<const float> flat, std::size_t begin,
   }
 }
 
+namespace {
+// Calls f(parameter values, offset in the parameter, offset in the part, count) for each
+// parameter that overlaps [begin, begin + size) of the flat view.
+template <class F>
+void for_part(const std::vector<torch::Tensor>& params, std::size_t total, std::size_t begin,
+              std::size_t size, F&& f) {
+  if (begin > total || size > total - begin) {
+    throw std::invalid_argument("FlatParams: part beyond the flat buffer");
+  }
+  std::size_t off = 0;
+  const std::size_t end = begin + size;
+  for (const auto& p : params) {
+    const auto n = static_cast<std::size_t>(p.numel());
+    const std::size_t lo = std::max(off, begin), hi = std::min(off + n, end);
+    if (lo < hi) f(p, lo - off, lo - begin, hi - lo);
+    off += n;
+    if (off >= end) break;
+  }
+}
+}  // namespace
+
+void FlatParams::gather_part(std::span<float> part, std::size_t begin) const {
+  for_part(params_, total_, begin, part.size(),
+           [&](const torch::Tensor& p, std::size_t at, std::size_t to, std::size_t n) {
+             auto v = p.detach().contiguous();
+             std::copy_n(v.data_ptr<float>() + at, n, part.data() + to);
+           });
+}
+
+void FlatParams::scatter_part(std::span<const float> part, std::size_t begin) const {
+  torch::NoGradGuard no_grad;
+  for_part(params_, total_, begin, part.size(),
+           [&](const torch::Tensor& p, std::size_t at, std::size_t from, std::size_t n) {
+             if (!p.is_contiguous()) throw std::logic_error("FlatParams: parameter not contiguous");
+             std::copy_n(part.data() + from, n, p.detach().data_ptr<float>() + at);
+           });
+}
+
 }  // namespace atl::train

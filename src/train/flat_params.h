@@ -27,6 +27,10 @@ class FlatParams {
   // Only the parameters that lie in [begin, end) of `flat` (whole parameters: a range that cuts
   // one throws std::invalid_argument).
   void scatter_range(std::span<const float> flat, std::size_t begin, std::size_t end) const;
+  // Elements [begin, begin + part.size()) of the flat view into / from `part` (any range: it may
+  // cut parameters; the 2-D mesh's shards are element ranges).
+  void gather_part(std::span<float> part, std::size_t begin) const;
+  void scatter_part(std::span<const float> part, std::size_t begin) const;
 
  private:
   std::vector<torch::Tensor> params_;

@@ -26,6 +26,10 @@ class LazyAdamW {
   void save(torch::serialize::OutputArchive& archive, const std::string& prefix) const;
   void load(torch::serialize::InputArchive& archive, const std::string& prefix);
 
+  std::size_t state_bytes() const {
+    return static_cast<std::size_t>(m_.numel() + v_.numel()) * sizeof(float);
+  }
+
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 
  private:

@@ -5,8 +5,30 @@
 
 namespace atl::train {
 
+namespace {
+
+// Each unit's range of the flat dense buffer (model.h; unit 0, the embedding, has none): a unit's
+// dense parameters are consecutive in registration order.
+std::vector<StateShards::Range> unit_ranges(const TrainConfig& cfg, const Engine& engine) {
+  std::vector<StateShards::Range> ranges(static_cast<std::size_t>(unit_count(cfg.model.layers)));
+  std::size_t at = 0;
+  int last = 1;
+  for (std::size_t k = 0; k < engine.dense.size(); ++k) {
+    const int u = unit_of(engine.dense_names[k], cfg.model.layers);
+    if (u < last) throw std::logic_error("LocalSgd: parameters not in unit order");
+    if (ranges[u].end == 0) ranges[u].begin = at;
+    at += static_cast<std::size_t>(engine.dense[k].numel());
+    ranges[u].end = at;
+    last = u;
+  }
+  return ranges;
+}
+
+}  // namespace
+
 template <class Index>
-LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int world)
+LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int workers,
+                          comm::Communicator* group)
     : engine_(engine),
       scheme_(sync::make_scheme(cfg.sync)),
       dense_(engine.dense),
@@ -14,22 +36,13 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int world)
       sync_warmup_steps_(cfg.sync_warmup_steps),
       outer_lr_(cfg.outer_lr),
       outer_momentum_(cfg.outer_momentum),
+      layers_(unit_count(cfg.model.layers)),
+      group_(group),
+      shards_(unit_ranges(cfg, engine), engine.embedding.size(0), engine.embedding.size(1),
+              cfg.shard ? group : nullptr),
       step_weight_(cfg.step_weight),
       fault_(parse_faults(cfg.inject_fault).corrupt) {
-  // Penalty layers and synchronization units are the model's units; each unit's dense
-  // parameters are consecutive in registration order.
-  layers_ = unit_count(cfg.model.layers);
-  unit_range_.assign(static_cast<std::size_t>(layers_), Range{});
-  std::size_t at = 0;
-  int last = 1;
-  for (std::size_t k = 0; k < engine.dense.size(); ++k) {
-    const int u = unit_of(engine.dense_names[k], cfg.model.layers);
-    if (u < last) throw std::logic_error("LocalSgd: parameters not in unit order");
-    if (unit_range_[u].end == 0) unit_range_[u].begin = at;
-    at += static_cast<std::size_t>(engine.dense[k].numel());
-    unit_range_[u].end = at;
-    last = u;
-  }
+  const int world = workers;
   const bool edit = cfg.strategy == "edit" || cfg.strategy == "aedit";
   overlap_ = edit && cfg.overlap;
   prefetch_ = cfg.sync_prefetch;
@@ -46,10 +59,15 @@ void LocalSgd<Index>::begin_step(comm::Communicator& comm, int step) {
   if (!is_local(step)) return;
   if (timed_ && !timed_->running()) timed_->start(comm.wtime());
   if (started_) return;
-  outer_dense_.assign(dense_.elements(), 0.0f);
-  dense_.gather_values(outer_dense_);
-  momentum_dense_.assign(dense_.elements(), 0.0f);
-  outer_embedding_ = engine_.embedding.detach().clone();
+  outer_dense_.assign(shards_.local_elements(), 0.0f);
+  for (int u = 1; u < layers_; ++u) {
+    const auto& r = shards_.local(u);
+    dense_.gather_part(std::span<float>(outer_dense_).subspan(r.begin, r.size()),
+                       shards_.piece_begin(u));
+  }
+  momentum_dense_.assign(shards_.local_elements(), 0.0f);
+  outer_embedding_ =
+      engine_.embedding.detach().narrow(0, shards_.row_begin(), shards_.rows()).clone();
   momentum_embedding_ = torch::zeros_like(outer_embedding_);
   touched_.assign(static_cast<std::size_t>(engine_.embedding.size(0)), 0);
   started_ = true;
@@ -61,7 +79,11 @@ bool LocalSgd<Index>::end_step(comm::Communicator& comm, int step, const RowGrad
   for (auto row : local_rows.rows) touched_[static_cast<std::size_t>(row)] = 1;
   round_.reset();
   if (timed_) {  // aedit: a round when the time has come, maybe skipped
-    if (!timed_->step_done(comm.wtime())) return false;
+    bool due = timed_->step_done(comm.wtime());
+    // The 2-D mesh: the ranks of a worker read their clocks at slightly different times; they
+    // join a round together if any of them finds it due (its clock is the worker's).
+    if (group_) due = group_->allreduce_value<std::int32_t>(due ? 1 : 0, comm::ReduceOp::max) != 0;
+    if (!due) return false;
     round_ = timed_->join(comm, step);
     if (round_->skipped) {
       timed_->end_round(comm.wtime(), false);
@@ -102,21 +124,55 @@ void LocalSgd<Index>::weigh_by_steps(std::vector<double>& weights) const {
   }
 }
 
+// Δ over this rank's block of rows (all rows unsharded), indexed within the block.
 template <class Index>
 sparse::SparseGradient<Index> LocalSgd<Index>::embedding_pseudo_gradient() const {
   const auto E = static_cast<std::size_t>(engine_.embedding.size(1));
-  const float* theta = engine_.embedding.data_ptr<float>();
+  const auto first = static_cast<std::size_t>(shards_.row_begin());
+  const auto rows = static_cast<std::size_t>(shards_.rows());
+  const float* theta = engine_.embedding.data_ptr<float>() + first * E;
   const float* outer = outer_embedding_.data_ptr<float>();
   sparse::SparseGradient<Index> g;
-  g.elements = touched_.size() * E;
-  for (std::size_t row = 0; row < touched_.size(); ++row) {
-    if (!touched_[row]) continue;
+  g.elements = rows * E;
+  for (std::size_t row = 0; row < rows; ++row) {
+    if (!touched_[first + row]) continue;
     for (std::size_t j = 0; j < E; ++j) {
       g.indices.push_back(static_cast<Index>(row * E + j));
       g.values.push_back(outer[row * E + j] - theta[row * E + j]);
     }
   }
   return g;
+}
+
+template <class Index>
+std::size_t LocalSgd<Index>::state_bytes() const {
+  const std::size_t dense = outer_dense_.size() + momentum_dense_.size() + delta_dense_.size();
+  const auto rows = static_cast<std::size_t>(shards_.rows() * engine_.embedding.size(1));
+  return (dense + 2 * rows) * sizeof(float);
+}
+
+template <class Index>
+double LocalSgd<Index>::unit_squares(const std::vector<float>& buffer, int unit) {
+  const auto& r = shards_.local(unit);
+  double sq = 0;
+  for (std::size_t i = r.begin; i < r.end; ++i) sq += double(buffer[i]) * buffer[i];
+  return shards_.sum_over_group({sq})[0];
+}
+
+template <class Index>
+void LocalSgd<Index>::unit_to_model(int unit) {
+  const auto& r = shards_.local(unit);
+  const auto full =
+      shards_.gather_unit(unit, std::span<const float>(outer_dense_).subspan(r.begin, r.size()));
+  dense_.scatter_part(full, shards_.full(unit).begin);
+}
+
+template <class Index>
+void LocalSgd<Index>::embedding_to_model() {
+  const auto n = static_cast<std::size_t>(outer_embedding_.numel());
+  const auto full = shards_.gather_rows({outer_embedding_.data_ptr<float>(), n});
+  torch::NoGradGuard no_grad;  // released before any MPI call (SMPI switches ranks there)
+  std::copy(full.begin(), full.end(), engine_.embedding.detach().data_ptr<float>());
 }
 
 template <class Index>
@@ -127,8 +183,12 @@ void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
   last_skipped_.clear();
   last_weights_ = {};
   // Δ = θ̄ − θ for the dense parameters and the embedding rows this worker touched.
-  delta_dense_.resize(dense_.elements());
-  dense_.gather_values(delta_dense_);
+  delta_dense_.resize(shards_.local_elements());
+  for (int u = 1; u < layers_; ++u) {
+    const auto& r = shards_.local(u);
+    dense_.gather_part(std::span<float>(delta_dense_).subspan(r.begin, r.size()),
+                       shards_.piece_begin(u));
+  }
   for (std::size_t i = 0; i < delta_dense_.size(); ++i)
     delta_dense_[i] = outer_dense_[i] - delta_dense_[i];
   local_ = embedding_pseudo_gradient();
@@ -164,7 +224,7 @@ void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
 template <class Index>
 void LocalSgd<Index>::post_through(comm::Communicator& comm, int unit) {
   for (; next_post_ <= std::min(unit, layers_ - 1); ++next_post_) {
-    const auto& r = unit_range_[next_post_];
+    const auto& r = shards_.local(next_post_);
     posted_at_[next_post_] = comm.wtime();
     requests_[next_post_] = comm.iallreduce(
         std::span<float>(delta_dense_).subspan(r.begin, r.end - r.begin), comm::ReduceOp::sum);
@@ -193,9 +253,21 @@ void LocalSgd<Index>::flush(comm::Communicator& comm) {
 }
 
 template <class Index>
-double LocalSgd<Index>::clip_scale(double norm) const {
-  if (!penalty_ || penalty_->options().clip <= 0) return 1.0;
+bool LocalSgd<Index>::clipping() const {
+  return penalty_ && penalty_->options().clip > 0;
+}
+
+template <class Index>
+double LocalSgd<Index>::clip_scale_of(double norm) const {
   return localsgd::LayerPenalty::clip_scale(norm, penalty_->options().clip);
+}
+
+// The clipping factor of dense unit u's average Δ̄ (its norm over the whole unit: summed over the
+// shard group when sharded); 1 without clipping.
+template <class Index>
+double LocalSgd<Index>::clip_scale(int unit) {
+  if (!clipping()) return 1.0;
+  return clip_scale_of(std::sqrt(unit_squares(delta_dense_, unit)));
 }
 
 // Unit u of the pending synchronization: Δ̄ complete, ||Δ̄|| clipped, the outer step (none for
@@ -208,13 +280,11 @@ void LocalSgd<Index>::finish_unit(comm::Communicator& comm, int unit) {
     const double wait_begin = comm.wtime();
     comm.wait(requests_[unit]);
     if (sync_event_) sync_event_(unit, posted_at_[unit], wait_begin, comm.wtime());
-    const auto& r = unit_range_[unit];
-    double sq = 0;
-    for (std::size_t i = r.begin; i < r.end; ++i) sq += double(delta_dense_[i]) * delta_dense_[i];
+    const auto& r = shards_.local(unit);
     const bool skip =
         std::find(last_skipped_.begin(), last_skipped_.end(), unit) != last_skipped_.end();
-    if (!skip) outer_step_dense(r.begin, r.end, clip_scale(std::sqrt(sq)));
-    dense_.scatter_range(std::span<const float>(outer_dense_), r.begin, r.end);
+    if (!skip) outer_step_dense(r.begin, r.end, clip_scale(unit));
+    unit_to_model(unit);
   }
   if (++next_finish_ == layers_) {
     pending_ = false;
@@ -227,25 +297,30 @@ void LocalSgd<Index>::finish_embedding(comm::Communicator& comm) {
   const double t0 = comm.wtime();
   scheme_->synchronize(comm, local_, emb_result_);
   const auto E = static_cast<std::int64_t>(engine_.embedding.size(1));
-  const auto rows = touched_rows(emb_result_, E, 1.0);
-  double sq = 0;
-  for (float x : rows.values) sq += double(x) * x;
+  const auto rows = touched_rows(emb_result_, E, 1.0);  // rows of this rank's block
   const bool skip = std::find(last_skipped_.begin(), last_skipped_.end(), 0) != last_skipped_.end();
-  if (!skip) outer_step_embedding(rows, clip_scale(std::sqrt(sq)));
-  {
-    torch::NoGradGuard no_grad;  // released before any MPI call (SMPI switches ranks there)
-    engine_.embedding.detach().copy_(outer_embedding_);
+  if (!skip) {
+    double scale = 1.0;
+    if (clipping()) {
+      double sq = 0;
+      for (float x : rows.values) sq += double(x) * x;
+      scale = clip_scale_of(std::sqrt(shards_.sum_over_group({sq})[0]));
+    }
+    outer_step_embedding(rows, scale);
   }
+  embedding_to_model();
   if (sync_event_) sync_event_(0, t0, t0, comm.wtime());
 }
 
 template <class Index>
 void LocalSgd<Index>::penalize(comm::Communicator& comm, sparse::SparseGradient<Index>& local) {
+  // Each layer's norm over the whole worker: this rank's pieces, summed over the shard group.
   std::vector<double> norms(static_cast<std::size_t>(layers_), 0.0);
   for (int u = 1; u < layers_; ++u)
-    for (std::size_t i = unit_range_[u].begin; i < unit_range_[u].end; ++i)
+    for (std::size_t i = shards_.local(u).begin; i < shards_.local(u).end; ++i)
       norms[u] += double(delta_dense_[i]) * delta_dense_[i];
   for (float x : local.values) norms[0] += double(x) * x;
+  norms = shards_.sum_over_group(std::move(norms));
   for (auto& x : norms) x = std::sqrt(x);
   const auto all = comm.allgather_each<double>(norms);  // worker-major: all[w·L + l]
   const auto n = static_cast<std::size_t>(comm.size());
@@ -265,7 +340,7 @@ void LocalSgd<Index>::penalize(comm::Communicator& comm, sparse::SparseGradient<
   // Scale this worker's Δ by its weight; a dropped worker contributes exact zeros (never 0·NaN).
   for (int u = 1; u < layers_; ++u) {
     const auto w = static_cast<float>(mine[u]);
-    for (std::size_t i = unit_range_[u].begin; i < unit_range_[u].end; ++i)
+    for (std::size_t i = shards_.local(u).begin; i < shards_.local(u).end; ++i)
       delta_dense_[i] = w == 0.0f ? 0.0f : delta_dense_[i] * w;
   }
   if (mine[0] == 0.0) {
@@ -337,11 +412,8 @@ void LocalSgd<Index>::with_outer_params(comm::Communicator& comm, const std::fun
   std::vector<float> mine(dense_.elements());
   dense_.gather_values(mine);
   auto my_embedding = engine_.embedding.detach().clone();
-  dense_.scatter_values(outer_dense_);
-  {
-    torch::NoGradGuard no_grad;
-    engine_.embedding.detach().copy_(outer_embedding_);
-  }
+  for (int u = 1; u < layers_; ++u) unit_to_model(u);
+  embedding_to_model();
   f();
   dense_.scatter_values(mine);
   torch::NoGradGuard no_grad;

@@ -36,6 +36,7 @@
 #include "engine.h"
 #include "faults.h"
 #include "flat_params.h"
+#include "local_sgd_shards.h"
 #include "settings.h"
 #include "timed_rounds.h"
 
@@ -44,7 +45,10 @@ namespace atl::train {
 template <class Index>
 class LocalSgd {
  public:
-  LocalSgd(const TrainConfig& config, Engine& engine, int world);
+  // `workers`: the workers synchronizing (the communicator passed to every call below is theirs:
+  // the world, or the mesh's sync group). `group`: the worker's shard group under the 2-D mesh
+  // (aedit's rounds are agreed on in it; with config.shard the state is split over it), else null.
+  LocalSgd(const TrainConfig& config, Engine& engine, int workers, comm::Communicator* group);
 
   // True when `step` trains locally (no per-step gradient synchronization).
   bool is_local(int step) const { return step > sync_warmup_steps_; }
@@ -96,6 +100,9 @@ class LocalSgd {
   const WeightStats& last_weights() const { return last_weights_; }
   // Layers the penalty works on: the model's units (model.h).
   int penalty_layers() const { return layers_; }
+  // The 2-D mesh: this rank keeps 1/S of the state; the bytes it holds (θ̄, outer momentum, Δ).
+  bool sharded() const { return shards_.sharded(); }
+  std::size_t state_bytes() const;
 
   // Checkpoint state shared by all workers (θ̄, outer momentum; rank 0 writes it) and this
   // worker's own (the embedding rows touched since the last sync).
@@ -110,7 +117,9 @@ class LocalSgd {
   void post_through(comm::Communicator& comm, int unit);  // posts units next_post_ .. unit
   void finish_unit(comm::Communicator& comm, int unit);   // waits, outer step, θ̄ into the model
   void finish_embedding(comm::Communicator& comm);
-  double clip_scale(double norm) const;
+  bool clipping() const;
+  double clip_scale_of(double norm) const;
+  double clip_scale(int unit);  // collective over the shard group when sharded and clipping
   sparse::SparseGradient<Index> embedding_pseudo_gradient() const;
   // edit: per-layer weights of this worker from one allgather of every worker's layer norms (the
   // same decisions on every rank); applies them to Δ (dense and embedding values) in place.
@@ -119,6 +128,12 @@ class LocalSgd {
   void weigh_by_steps(std::vector<double>& weights) const;
   void outer_step_dense(std::size_t begin, std::size_t end, double scale);
   void outer_step_embedding(const RowGradient& rows, double scale);
+  // θ̄ of unit u (of the embedding) into this worker's model; gathered over the shard group when
+  // sharded (collective there).
+  void unit_to_model(int unit);
+  void embedding_to_model();
+  // ||x||² of the unit's piece of `buffer`, summed over the shard group (collective when sharded).
+  double unit_squares(const std::vector<float>& buffer, int unit);
 
   Engine& engine_;
   std::unique_ptr<sync::SyncScheme> scheme_;
@@ -128,15 +143,15 @@ class LocalSgd {
   bool started_ = false;
   std::vector<float> outer_dense_, momentum_dense_, delta_dense_;  // θ̄, b, Δ over the dense params
   torch::Tensor outer_embedding_, momentum_embedding_;             // θ̄, b over the embedding
-  std::vector<std::uint8_t> touched_;                              // per embedding row, this worker
+  // θ̄ and b: this rank's pieces (all of it unsharded); the embedding's: its block of rows.
+  std::vector<std::uint8_t> touched_;  // per embedding row (all rows), this worker
   sync::SyncResult<Index> emb_result_;
   std::uint64_t last_bytes_sent_ = 0;
-  // Each unit's range of the flat dense buffer (unit 0, the embedding, has none).
-  struct Range {
-    std::size_t begin = 0, end = 0;
-  };
-  std::vector<Range> unit_range_;
   int layers_ = 0;
+  comm::Communicator* group_ = nullptr;  // the 2-D mesh's shard group
+  // Each unit's range of the flat dense buffer (unit 0, the embedding, has none), and this rank's
+  // piece of it under the 2-D mesh.
+  StateShards shards_;
   bool overlap_ = false;
   int prefetch_ = 0;
   // The synchronization in progress: the embedding's Δ, each unit's request, the next unit to

@@ -1,5 +1,6 @@
 // LocalSgd's checkpoint state: θ̄, the outer momentum and the penalty's detector (shared by all
-// workers, rank 0 writes them) and this worker's touched embedding rows and (aedit) round clock and
+// workers, rank 0 writes them; under the 2-D mesh's sharding every rank writes its share to its
+// own file) and this worker's touched embedding rows and (aedit) round clock and
 // counters (its own file).
 #include <stdexcept>
 #include <string>
@@ -44,12 +45,12 @@ void LocalSgd<Index>::load_shared(torch::serialize::InputArchive& ar) {
     auto c = t.contiguous();
     return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + n);
   };
-  outer_dense_ = to_vector("diloco_outer_dense", dense_.elements());
-  momentum_dense_ = to_vector("diloco_momentum_dense", dense_.elements());
+  outer_dense_ = to_vector("diloco_outer_dense", shards_.local_elements());
+  momentum_dense_ = to_vector("diloco_momentum_dense", shards_.local_elements());
   ar.read("diloco_outer_embedding", outer_embedding_, true);
   ar.read("diloco_momentum_embedding", momentum_embedding_, true);
-  if (!outer_embedding_.sizes().equals(engine_.embedding.sizes()) ||
-      !momentum_embedding_.sizes().equals(engine_.embedding.sizes())) {
+  const std::vector<std::int64_t> block{shards_.rows(), engine_.embedding.size(1)};
+  if (!outer_embedding_.sizes().equals(block) || !momentum_embedding_.sizes().equals(block)) {
     throw std::runtime_error("checkpoint: the synchronized embedding has the wrong shape");
   }
   touched_.assign(static_cast<std::size_t>(engine_.embedding.size(0)), 0);

@@ -74,6 +74,23 @@ std::optional<std::string> check_aedit(const TrainConfig& c) {
   return std::nullopt;
 }
 
+// The 2-D mesh's settings (that S divides the world size is checked where the world is known).
+std::optional<std::string> check_mesh(const TrainConfig& c) {
+  if (c.shard_group_size < 1) {
+    return fmt::format("--shard-group-size {} must be at least 1 (ranks per worker)",
+                       c.shard_group_size);
+  }
+  if (c.shard_group_size == 1) {
+    if (!c.shard) return "--no-shard applies with --shard-group-size 2 or more (ranks per worker)";
+    return std::nullopt;
+  }
+  if (c.topk > 0) return "--topk is not supported with --shard-group-size > 1";
+  if (!c.compare_schemes.empty()) {
+    return "--compare-schemes is not supported with --shard-group-size > 1";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // Messages name the flags (config-file keys are the same names).
@@ -131,6 +148,7 @@ std::optional<std::string> check_config(const TrainConfig& c) {
         "aedit only (this run has --strategy {})",
         c.strategy);
   }
+  if (auto problem = check_mesh(c)) return problem;
   if (c.sync_prefetch < 0) {
     return fmt::format("--sync-prefetch {} is negative (layers in flight ahead; 0 = all)",
                        c.sync_prefetch);
@@ -245,6 +263,8 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"clip", c.clip},
                             {"overlap", c.overlap},
                             {"sync-prefetch", c.sync_prefetch},
+                            {"shard-group-size", c.shard_group_size},
+                            {"shard", c.shard},
                             {"timeline", !c.timeline.empty()},
                             {"inject-fault", c.inject_fault},
                             {"topk", c.topk},

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +35,9 @@
 #include "layer_events.h"
 #include "lazy_adamw.h"
 #include "local_sgd.h"
+#include "mesh.h"
 #include "model.h"
+#include "run_checkpoint.h"
 #include "run_log.h"
 #include "run_plan.h"
 #include "scheme_comparison.h"
@@ -70,138 +73,6 @@ RankData load_data(Communicator& comm, const TrainConfig& cfg) {
         "host (scripts/fetch-corpus checks its SHA-256)");
   }
   return data;
-}
-
-// Loads the checkpoint to resume from (--resume: the newest in out/checkpoints; --resume-from)
-// on every rank; returns its step. Refuses, on every rank, what this run cannot continue.
-template <class Index>
-int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<Index>* diloco,
-           const RunRecord& this_run, int& own_step) {
-  int start = 0;
-  const std::filesystem::path out = cfg.out;
-  agreed(comm, [&] {
-    std::filesystem::path file = cfg.resume_from;
-    std::string previous;  // named in the error when the newest checkpoint is refused
-    if (file.empty()) {
-      auto all = list_checkpoints(out);
-      if (all.empty()) {
-        throw CheckpointError(
-            fmt::format("--resume: no checkpoint in {}", checkpoint_dir(out).string()));
-      }
-      file = all.back();
-      previous = all.size() > 1 ? all[all.size() - 2].string() : "";
-    }
-    torch::serialize::InputArchive ar;
-    std::uint64_t step = 0;
-    try {
-      step = read_checkpoint(file, ar);
-    } catch (const CheckpointError& e) {
-      if (previous.empty()) throw;
-      throw CheckpointError(
-          fmt::format("{} (refused); the previous one, {}, can be used with --resume-from {}",
-                      e.what(), previous, previous));
-    }
-    // Refuse what this run cannot continue before any tensor is loaded.
-    const auto check = check_resume(read_run_record(file, ar), this_run);
-    if (!check.refusals.empty()) {
-      throw CheckpointError(
-          fmt::format("checkpoint {} {}", file.string(), fmt::join(check.refusals, "; and it ")));
-    }
-    if (comm.rank() == 0) {  // also under --quiet: a resumed run that differs should say so
-      for (const auto& note : check.notes) {
-        fmt::print(stderr, "atoll train: note: checkpoint {}: {}\n", file.string(), note);
-      }
-    }
-    try {
-      if (diloco) {  // θ̄ and momentum from the main file; this worker's state from its own
-        diloco->load_shared(ar);
-        torch::serialize::InputArchive rank_ar;
-        own_step =
-            static_cast<int>(read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar));
-        engine.load(rank_ar);
-        diloco->load_local(rank_ar);
-      } else {
-        engine.load(ar);
-        if (cfg.topk > 0) {  // this rank's residual: its own file (or, older, the main file)
-          const auto legacy = "topk_residual_rank" + std::to_string(comm.rank());
-          const auto keys = ar.keys();
-          if (std::find(keys.begin(), keys.end(), legacy) != keys.end()) {
-            engine.load_residual(ar, legacy);
-          } else {
-            torch::serialize::InputArchive rank_ar;
-            read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar);
-            engine.load_residual(rank_ar, "topk_residual");
-          }
-        }
-      }
-    } catch (const c10::Error& e) {
-      throw CheckpointError(fmt::format("checkpoint {}: cannot load its state ({})", file.string(),
-                                        e.what_without_backtrace()));
-    } catch (const std::runtime_error& e) {
-      throw CheckpointError(fmt::format("checkpoint {}: {}", file.string(), e.what()));
-    }
-    start = static_cast<int>(step);
-    if (!diloco) own_step = start;
-    if (start > cfg.steps && cfg.strategy != "aedit") {  // aedit: rank 0's own step count
-      throw CheckpointError(fmt::format("checkpoint {} is at step {}, beyond --steps {}",
-                                        file.string(), start, cfg.steps));
-    }
-  });
-  // Each rank read the checkpoint itself: on hosts that see different files (an --out that is
-  // not shared) they could resume from different steps and then run different numbers of steps.
-  const int lo = comm.allreduce_value<std::int32_t>(start, ReduceOp::min);
-  const int hi = comm.allreduce_value<std::int32_t>(start, ReduceOp::max);
-  if (lo != hi) {
-    comm.agree(
-        fmt::format("ranks resumed from different steps ({} to {}): every rank must see the same "
-                    "checkpoint, so --out must be one directory shared by all hosts",
-                    lo, hi));
-  }
-  return start;
-}
-
-// The checkpoint is named after `step` (aedit: rank 0's step count); each rank's own file records
-// its own step count `own_step` (aedit: they differ).
-template <class Index>
-void save_checkpoint(Communicator& comm, const TrainConfig& cfg, Engine& engine,
-                     LocalSgd<Index>* diloco, const RunRecord& this_run, int step, int own_step) {
-  const auto file = checkpoint_path(cfg.out, step);
-  if (diloco) {
-    diloco->flush(comm);  // an overlapped synchronization completes first
-    // Replicas differ between synchronizations: every rank writes its model, inner optimizer
-    // and touched rows to its own file first; then rank 0 the main file with θ̄ and momentum.
-    agreed(comm, [&] {
-      torch::serialize::OutputArchive ar;
-      engine.save(ar);
-      diloco->save_local(ar, comm.wtime());
-      write_checkpoint(rank_checkpoint_path(file, comm.rank()), own_step, ar);
-    });
-    agreed(comm, [&] {
-      if (comm.rank() != 0) return;
-      torch::serialize::OutputArchive ar;
-      engine.save(ar);
-      diloco->save_shared(ar);
-      write_run_record(ar, this_run);
-      write_checkpoint(file, step, ar);
-      prune_checkpoints(cfg.out, cfg.keep_checkpoints);
-    });
-    return;
-  }
-  if (engine.dense_sync->topk()) {  // top-k: every rank's own residual in its own file first
-    agreed(comm, [&] {
-      torch::serialize::OutputArchive ar;
-      engine.save_residual(ar);
-      write_checkpoint(rank_checkpoint_path(file, comm.rank()), step, ar);
-    });
-  }
-  agreed(comm, [&] {
-    if (comm.rank() != 0) return;
-    torch::serialize::OutputArchive ar;
-    engine.save(ar);
-    write_run_record(ar, this_run);
-    write_checkpoint(file, step, ar);
-    prune_checkpoints(cfg.out, cfg.keep_checkpoints);
-  });
 }
 
 void print_setup(const TrainConfig& cfg, int world, const Engine& engine, const RankData& data) {
@@ -300,6 +171,27 @@ void first_validation(Communicator& comm, const TrainConfig& cfg, Gpt& model,
                   {"unigram_val_ppl", report.unigram_ppl}});
 }
 
+// The state a rank holds, in bytes (the largest over ranks: the model's parameters, the inner
+// optimizers' state, local SGD's θ̄ + outer momentum + Δ) and the largest peak RSS of a rank's
+// process (meaningful under mpirun; SMPI's ranks share one process). Collective; rank 0 prints.
+template <class Index>
+void print_memory(Communicator& comm, const Engine& engine, const LocalSgd<Index>* diloco,
+                  bool leader) {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::vector<double> bytes{static_cast<double>(engine.parameter_bytes()),
+                            static_cast<double>(engine.optimizer_state_bytes()),
+                            diloco ? static_cast<double>(diloco->state_bytes()) : 0.0,
+                            static_cast<double>(usage.ru_maxrss) * 1024.0};
+  comm.allreduce(std::span<double>(bytes), ReduceOp::max);
+  if (!leader) return;
+  const auto mb = [](double b) { return b / 1e6; };
+  fmt::print(
+      "  state per rank (largest): parameters {:.2f} MB, inner optimizer {:.2f} MB, local SGD "
+      "(θ̄, outer momentum, Δ) {:.2f} MB, total {:.2f} MB; peak RSS {:.1f} MB\n",
+      mb(bytes[0]), mb(bytes[1]), mb(bytes[2]), mb(bytes[0] + bytes[1] + bytes[2]), mb(bytes[3]));
+}
+
 // What a step did, for its metrics line.
 struct StepFacts {
   int step = 0;
@@ -367,6 +259,17 @@ int run(Communicator& comm, const TrainConfig& cfg);
 int train(Communicator& comm, const TrainConfig& cfg) {
   comm.agree(check_config(cfg));
   agree_settings(comm, cfg);
+  if (comm.size() % cfg.shard_group_size != 0) {
+    comm.agree(fmt::format(
+        "--shard-group-size {} does not divide the {} ranks (a worker is a group of that many "
+        "consecutive ranks)",
+        cfg.shard_group_size, comm.size()));
+  }
+  const int workers = comm.size() / cfg.shard_group_size;
+  if (const auto& c = parse_faults(cfg.inject_fault).corrupt; c && c->rank >= workers) {
+    comm.agree(fmt::format("--inject-fault {}: worker {} does not exist (this run has {} workers)",
+                           cfg.inject_fault, c->rank, workers));
+  }
   if (const int r = parse_faults(cfg.inject_fault).largest_rank(); r >= comm.size()) {
     comm.agree(fmt::format("--inject-fault {}: rank {} does not exist (this run has {} ranks)",
                            cfg.inject_fault, r, comm.size()));
@@ -395,7 +298,21 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   const std::filesystem::path out = cfg.out;
   const RunRecord this_run = run_record(cfg, world, vocabulary_fingerprint(data.vocab));
   std::optional<LocalSgd<Index>> local_sgd;
-  if (cfg.strategy != "ddp") local_sgd.emplace(cfg, engine, world);
+  // The 2-D mesh: local SGD synchronizes over `outer` (the sync group; the world when S = 1);
+  // under S > 1 a local step's gradients are averaged over the shard group by `group_ddp`.
+  Mesh mesh(comm, cfg.shard_group_size);
+  Communicator& outer = mesh.sync();
+  std::optional<DataParallel<Index>> group_ddp;
+  if (cfg.strategy != "ddp") {
+    local_sgd.emplace(cfg, engine, mesh.workers(), mesh.group());
+    if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine);
+  }
+  // Bytes this rank sent, on all its communicators.
+  const auto bytes_sent = [&] {
+    std::uint64_t b = comm.traffic().bytes_sent;
+    if (mesh.group()) b += mesh.group()->traffic().bytes_sent + outer.traffic().bytes_sent;
+    return b;
+  };
   LocalSgd<Index>* diloco = local_sgd ? &*local_sgd : nullptr;
   int start = 0, own_start = 0;  // aedit: own_start is this worker's step count (start rank 0's)
   if (cfg.resume || !cfg.resume_from.empty()) {
@@ -438,16 +355,16 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   for (int step = own_start + 1; !finished; ++step) {
     current_step = step;
     timer.reset();
-    const auto bytes0 = comm.traffic().bytes_sent;
+    const auto bytes0 = bytes_sent();
     const bool local_step = diloco && diloco->is_local(step);
-    if (local_step) diloco->begin_step(comm, step);
+    if (local_step) diloco->begin_step(outer, step);
     // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s per
     // unit; an overlapped synchronization completes unit by unit inside the forward pass.
     timer.start("model");
     LayerEvents::StepSync step_sync;
     if (diloco && diloco->pending()) {
-      step_sync.before_unit = [&](int unit) { diloco->before_unit(comm, unit); };
-      step_sync.progress = [&] { diloco->progress(comm); };
+      step_sync.before_unit = [&](int unit) { diloco->before_unit(outer, unit); };
+      step_sync.progress = [&] { diloco->progress(outer); };
     }
     events.begin_step(step, std::move(step_sync), &timer);
     const auto loss = forward_backward(engine, events, data, cfg, step, rank);
@@ -466,7 +383,11 @@ int run(Communicator& comm, const TrainConfig& cfg) {
 
     RowGradient rows;
     double mean_loss = 0;
-    if (local_step) {
+    if (local_step && group_ddp) {
+      // The 2-D mesh: the worker's gradient is its shard group's average; the loss, its mean.
+      rows =
+          group_ddp->synchronize(*mesh.group(), timer, step, local, loss.item<double>(), mean_loss);
+    } else if (local_step) {
       // Local SGD: this worker's own gradient and no collective; the loss logged is rank 0's.
       timer.start("rows");
       sync::SyncResult<Index> own;
@@ -486,30 +407,24 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     StepPlan now = plan.at_step(step);
     if (local_step) {
       timer.start("outer_sync");
-      synced = diloco->end_step(comm, step, rows);
+      synced = diloco->end_step(outer, step, rows);
       if (timed) now = synced ? plan.at_round(diloco->last_round()->total_steps()) : StepPlan{};
       // An overlapped sync completes now if validation, a checkpoint or the end needs θ̄.
-      if (now.eval || now.checkpoint || now.last) diloco->flush(comm);
+      if (now.eval || now.checkpoint || now.last) diloco->flush(outer);
     }
     timer.stop();
     finished = now.last;
     const bool eval_now = now.eval, checkpoint_now = now.checkpoint;
-    if (diloco && (eval_now || checkpoint_now)) diloco->pause_clock(comm);
+    if (diloco && (eval_now || checkpoint_now)) diloco->pause_clock(outer);
 
-    StepFacts facts{step,
-                    local_step,
-                    synced,
-                    mean_loss,
-                    lr,
-                    delay_s,
-                    comm.traffic().bytes_sent - bytes0,
-                    rows.rows.size()};
+    StepFacts facts{
+        step, local_step, synced, mean_loss, lr, delay_s, bytes_sent() - bytes0, rows.rows.size()};
     nlohmann::json j = step_metrics(cfg, timer, facts, ddp, diloco, report, leader);
     if (eval_now) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
       auto run_eval = [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); };
       if (diloco) {
-        diloco->with_outer_params(comm, run_eval);
+        diloco->with_outer_params(outer, run_eval);
       } else {
         run_eval();
       }
@@ -526,14 +441,15 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     if (checkpoint_now) {  // aedit: named after rank 0's step count
       const int name =
           timed && local_step ? static_cast<int>(diloco->last_round()->local_steps[0]) : step;
-      save_checkpoint(comm, cfg, engine, diloco, this_run, name, step);
+      save_checkpoint(comm, outer, cfg, engine, diloco, this_run, name, step);
     }
-    if (diloco && (eval_now || checkpoint_now)) diloco->resume_clock(comm);
+    if (diloco && (eval_now || checkpoint_now)) diloco->resume_clock(outer);
   }
 
-  if (diloco) diloco->flush(comm);
+  if (diloco) diloco->flush(outer);
   if (!cfg.timeline.empty()) agreed(comm, [&] { timeline.write(comm, cfg.timeline); });
   if (leader && !cfg.quiet && report.timed_steps > 0) report.print();
+  if (!cfg.quiet) print_memory(comm, engine, diloco, leader);
   ddp.comparison().report(comm, cfg.sync, report.tokens_per_step, out);
   if (leader && !out.empty()) {
     metrics.close();

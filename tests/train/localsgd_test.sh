@@ -249,7 +249,7 @@ expect_error sync-prefetch-negative "--sync-prefetch -1 is negative" "${common[@
 expect_error topk-diloco "--topk compresses data-parallel gradients" "${common[@]}" \
   --strategy diloco --topk 0.01
 run 2 "$atoll" "${common[@]}" --steps 2 --out "$tmp/ddp2" >/dev/null 2>&1 || fail "ddp run"
-expect_error fault-rank "--inject-fault corrupt:5:3:100: rank 5 does not exist" "${common[@]}" \
+expect_error fault-rank "--inject-fault corrupt:5:3:100: worker 5 does not exist" "${common[@]}" \
   --strategy edit --inject-fault corrupt:5:3:100
 expect_error fault-form "--inject-fault 'corrupt:1:x:2': STEP 'x' is not a number" "${common[@]}" \
   --strategy edit --inject-fault corrupt:1:x:2

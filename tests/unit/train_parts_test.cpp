@@ -10,6 +10,7 @@
 #include "embedding_rows.h"
 #include "flat_params.h"
 #include "lazy_adamw.h"
+#include "local_sgd_shards.h"
 #include "model.h"
 #include "run_log.h"
 #include "step_timer.h"
@@ -122,6 +123,38 @@ TEST(FlatParams, ScatterRangeCopiesWholeParametersOnly) {
   EXPECT_THROW(flat.scatter_range(v, 6, 7), std::invalid_argument);  // cuts b
 }
 
+// Parts of the flat view that cut parameters (the 2-D mesh's shards).
+TEST(FlatParams, PartsMayCutParameters) {
+  auto a = torch::zeros({2, 3});
+  auto b = torch::zeros({2});
+  auto c = torch::zeros({1});
+  FlatParams flat({a, b, c});
+  std::vector<float> v{1, 2, 3, 4};
+  flat.scatter_part(v, 4);  // a's last two, b, c's none
+  EXPECT_TRUE(torch::equal(a, torch::tensor({0.f, 0.f, 0.f, 0.f, 1.f, 2.f}).view({2, 3})));
+  EXPECT_TRUE(torch::equal(b, torch::tensor({3.f, 4.f})));
+  std::vector<float> got(3);
+  flat.gather_part(got, 5);  // a[1][2], b
+  EXPECT_EQ(got, (std::vector<float>{2, 3, 4}));
+  std::vector<float> none;
+  flat.gather_part(none, 9);                                      // empty part at the end
+  EXPECT_THROW(flat.gather_part(got, 7), std::invalid_argument);  // beyond the buffer
+}
+
+// The mesh's shards: pieces of each unit, consecutive, the first n % S one larger.
+TEST(StateShards, SplitCoversEveryElementOnce) {
+  EXPECT_EQ(StateShards::split(7, 3), (std::vector<std::size_t>{3, 2, 2}));
+  EXPECT_EQ(StateShards::split(2, 4), (std::vector<std::size_t>{1, 1, 0, 0}));
+  EXPECT_EQ(StateShards::split(0, 2), (std::vector<std::size_t>{0, 0}));
+  StateShards whole({{0, 0}, {0, 10}, {10, 13}}, 5, 4, nullptr);  // unsharded: the whole
+  EXPECT_FALSE(whole.sharded());
+  EXPECT_EQ(whole.local_elements(), 13u);
+  EXPECT_EQ(whole.piece_begin(2), 10u);
+  EXPECT_EQ(whole.local(2).size(), 3u);
+  EXPECT_EQ(whole.rows(), 5);
+  EXPECT_EQ(whole.sum_over_group({1.5, 2.0}), (std::vector<double>{1.5, 2.0}));
+}
+
 // The model's synchronization units: forward order, every parameter in one, dense ones contiguous.
 TEST(ModelUnits, NamesMapToUnitsInForwardOrder) {
   ModelShape shape{50, 8, 16, 3, 2, 4, "full", {}};
@@ -161,7 +194,7 @@ TEST(ModelUnits, HooksSeeEveryUnit) {
   EXPECT_TRUE(torch::equal(loss, without));  // hooks change nothing
   loss.backward();
   EXPECT_EQ(rec.seen, (std::vector<std::string>{"f0", "e0", "f1", "e1", "f2", "e2", "f3", "e3",
-                                                 "f4", "e4", "b4", "b3", "b2", "b1"}));
+                                                "f4", "e4", "b4", "b3", "b2", "b1"}));
 }
 
 TEST(TopkFeedback, SendsTheLargestAndKeepsTheRest) {

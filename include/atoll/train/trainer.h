@@ -62,6 +62,13 @@ struct TrainConfig {
   // the unit computing (0: all of them, posted when the forward pass begins).
   bool overlap = true;
   int sync_prefetch = 0;
+  // The 2-D mesh (EDiT): a worker is shard_group_size consecutive ranks (ranks [kS, (k+1)S) are
+  // worker k) that average their gradients every step, as data-parallel training does; local SGD
+  // synchronizes across workers, each rank with the ranks of the same index in the other groups.
+  // shard (the default; --no-shard: replicated, the reference): the local-SGD state (θ̄, outer
+  // momentum, pseudo-gradient) and its synchronization are split 1/S over the group's ranks.
+  int shard_group_size = 1;
+  bool shard = true;
   std::string timeline;  // JSON lines: each unit's compute and sync on each rank (rank 0 writes)
   // Experiments only (src/train/faults.h), comma-separated: "corrupt:RANK:STEP:SCALE" scales
   // worker RANK's pseudo-gradient by SCALE (or makes it NaN with SCALE nan) at the first

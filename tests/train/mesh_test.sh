@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# EDiT's 2-D mesh (--shard-group-size S) end to end: sharding the local-SGD state over a worker's
+# ranks changes no number that matters (sharded == --no-shard for ddp, diloco, edit, aedit; ddp
+# with S = 2 == S = 1), also with pieces of unequal size (6 ranks, S = 3); a sharded run resumed
+# mid-interval continues exactly; the local-SGD state per rank halves with S = 2; bad input errors
+# on every rank. usage: mesh_test.sh ATOLL_BINARY
+set -uo pipefail
+atoll=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+run() { timeout 600 mpirun --oversubscribe -np "$@"; }
+common=(train --preset tiny --batch 8 --plot false --quiet --seed 7 --eval-windows 64)
+
+# field NAME FILE: "step value" for every metrics line that has NAME.
+field() { python3 -c '
+import json, sys
+for line in open(sys.argv[2]):
+    j = json.loads(line)
+    if sys.argv[1] in j: print(j["step"], j[sys.argv[1]])' "$1" "$2"; }
+# same NAME A B: the same steps in both, max relative difference <= 1e-5.
+same() {
+  join <(field "$1" "$2" | sort -k1,1) <(field "$1" "$3" | sort -k1,1) |
+    awk -v na="$(field "$1" "$2" | wc -l)" -v nb="$(field "$1" "$3" | wc -l)" '
+      { n++; d = $2 - $3; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r }
+      END { printf "%d values, max relative difference %.3g", n, m; exit !(n > 0 && n == na && n == nb && m <= 1e-5) }'
+}
+# check NAME DIR_A DIR_B: training and validation losses the same.
+check() {
+  local msg msg2
+  if msg=$(same loss "$2/metrics.jsonl" "$3/metrics.jsonl") &&
+    msg2=$(same val_loss "$2/metrics.jsonl" "$3/metrics.jsonl"); then
+    echo "ok   $1: losses $msg; validation $msg2"
+  else
+    fail "$1: losses ${msg:-?}; validation ${msg2:-?}"
+  fi
+}
+# mesh NAME NP ARGS...: one run into $tmp/NAME.
+mesh() {
+  local name=$1 np=$2
+  shift 2
+  run "$np" "$atoll" "${common[@]}" "$@" --out "$tmp/$name" >"$tmp/$name.out" 2>&1 ||
+    { fail "$name run"; cat "$tmp/$name.out"; }
+}
+
+# 1. ddp: the mesh's groups are plain data-parallel; S = 2 (sharded or not) == S = 1.
+d=(--steps 12 --eval-every 4)
+mesh ddp-s1 4 "${d[@]}"
+mesh ddp-s2 4 "${d[@]}" --shard-group-size 2
+mesh ddp-s2-replicated 4 "${d[@]}" --shard-group-size 2 --no-shard
+check "ddp S=2 == S=1" "$tmp/ddp-s1" "$tmp/ddp-s2"
+check "ddp S=2 == S=2 --no-shard" "$tmp/ddp-s2-replicated" "$tmp/ddp-s2"
+
+# 2. diloco and edit (the penalty's weights and clipping, per-layer norms summed over the
+# group), 4 ranks = 2 workers of 2: sharded == --no-shard.
+l=(--steps 16 --sync-every 4 --sync-warmup-steps 2 --eval-every 4)
+for strategy in diloco "edit --clip 0.5"; do
+  name=${strategy%% *}
+  mesh "$name-shard" 4 "${l[@]}" --strategy $strategy --shard-group-size 2
+  mesh "$name-replicated" 4 "${l[@]}" --strategy $strategy --shard-group-size 2 --no-shard
+  check "$name S=2 sharded == --no-shard" "$tmp/$name-replicated" "$tmp/$name-shard"
+done
+if [ "$(field loss "$tmp/diloco-shard/metrics.jsonl" | md5sum)" = \
+  "$(field loss "$tmp/edit-shard/metrics.jsonl" | md5sum)" ]; then
+  fail "edit and diloco gave the same losses: the penalty did nothing"
+fi
+
+# 3. Pieces of unequal size: 6 ranks, S = 3 (2 workers), edit without overlap.
+mesh edit6-shard 6 "${l[@]}" --strategy edit --no-overlap --shard-group-size 3
+mesh edit6-replicated 6 "${l[@]}" --strategy edit --no-overlap --shard-group-size 3 --no-shard
+check "edit 6 ranks S=3 sharded == --no-shard" "$tmp/edit6-replicated" "$tmp/edit6-shard"
+
+# 4. Resume of a sharded run between two synchronizations (each rank's share of θ̄ and the outer
+# momentum in its own file).
+r=(--steps 20 --strategy edit --sync-every 4 --sync-warmup-steps 2 --eval-every 4
+  --checkpoint-every 5 --keep-checkpoints 10 --shard-group-size 2)
+mesh resume-full 4 "${r[@]}"
+mesh resume-part 4 "${r[@]}" --resume-from "$tmp/resume-full/checkpoints/step-00000010.ckpt"
+python3 - "$tmp/resume-full/metrics.jsonl" "$tmp/resume-part/metrics.jsonl" <<'PY' &&
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+key = lambda j: (j["step"], j.get("loss"), j.get("val_loss"))
+sys.exit(0 if [key(j) for j in a if j["step"] > 10] == [key(j) for j in b if j["step"] > 10] else 1)
+PY
+  echo "ok   edit S=2 sharded resumed at step 10: identical losses after it" ||
+  fail "edit S=2 sharded resume differs"
+
+# 5. aedit, simulated (a deterministic clock; the ranks of a worker agree on each round), with a
+# straggler: sharded == --no-shard.
+sim() { timeout 600 "$root/scripts/simulate" cluster-16x25g 4 -- "$@"; }
+a=("${common[@]}" --steps 20 --eval-every 8 --sync-warmup-steps 2 --sim-compute-s 0.1
+  --strategy aedit --sync-seconds 0.45 --inject-fault straggler:1:3 --shard-group-size 2)
+sim "${a[@]}" --out "$tmp/aedit-shard" >"$tmp/aedit-shard.out" 2>&1 || fail "simulated aedit S=2"
+sim "${a[@]}" --no-shard --out "$tmp/aedit-replicated" >"$tmp/aedit-replicated.out" 2>&1 ||
+  fail "simulated aedit S=2 --no-shard"
+check "aedit S=2 (simulated, straggler) sharded == --no-shard" "$tmp/aedit-replicated" \
+  "$tmp/aedit-shard"
+
+# 6. Memory: the local-SGD state per rank (the code's own accounting) halves with S = 2.
+state() {
+  run 4 "$atoll" train --preset tiny --batch 8 --plot false --seed 7 --eval-windows 64 --steps 5 \
+    --eval-every 5 --strategy diloco --sync-every 2 "$@" 2>/dev/null |
+    sed -n 's/.*local SGD (θ̄, outer momentum, Δ) \([0-9.]*\) MB.*/\1/p'
+}
+s1=$(state) s2=$(state --shard-group-size 2)
+if [ -n "$s1" ] && [ -n "$s2" ] && awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(b > 0 && b / a > 0.49 && b / a < 0.51) }'; then
+  echo "ok   local-SGD state per rank: $s1 MB (S=1), $s2 MB (S=2)"
+else
+  fail "local-SGD state per rank: '$s1' MB (S=1), '$s2' MB (S=2)"
+fi
+
+# 7. Bad input: a clear error on every rank.
+expect_error() {
+  local name=$1 pattern=$2 out rc
+  shift 2
+  out=$(timeout 120 mpirun --oversubscribe -np 2 "$atoll" "$@" 2>&1)
+  rc=$?
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
+    fail "$name: exit status $rc"; echo "$out"; return
+  fi
+  for rank in 0 1; do
+    if ! grep -E "rank $rank" <<<"$out" | grep -qE -e "$pattern"; then
+      fail "$name: rank $rank did not report /$pattern/"; echo "$out"; return
+    fi
+  done
+  echo "ok   $name"
+}
+expect_error not-dividing "--shard-group-size 3 does not divide the 2 ranks" "${common[@]}" \
+  --strategy diloco --shard-group-size 3
+expect_error zero "--shard-group-size 0 must be at least 1" "${common[@]}" --shard-group-size 0
+expect_error no-shard-alone "--no-shard applies with --shard-group-size 2 or more" \
+  "${common[@]}" --no-shard
+expect_error topk-mesh "--topk is not supported with --shard-group-size > 1" "${common[@]}" \
+  --shard-group-size 2 --topk 0.01
+run 2 "$atoll" "${common[@]}" --steps 4 --strategy diloco --sync-every 2 --shard-group-size 2 \
+  --out "$tmp/s2" >/dev/null 2>&1 || fail "S=2 run for the resume check"
+expect_error resume-other-s \
+  "was written with --shard-group-size 2; this run uses --shard-group-size 1" "${common[@]}" \
+  --steps 6 --strategy diloco --sync-every 2 --out "$tmp/s2" --resume
+expect_error resume-unsharded \
+  "was written with --shard-group-size 2; this run uses --shard-group-size 2 --no-shard" \
+  "${common[@]}" --steps 6 --strategy diloco --sync-every 2 --shard-group-size 2 --no-shard \
+  --out "$tmp/s2" --resume
+exit $((failures > 0))
