@@ -1,6 +1,9 @@
 #include "engine.h"
 
+#include <stdexcept>
 #include <string>
+
+#include "sharded_optimizer.h"
 
 namespace atl::train {
 
@@ -34,7 +37,14 @@ Engine::Engine(comm::Communicator& comm, const TrainConfig& cfg)
   dense_sync = std::make_unique<DenseSync>(dense, cfg.bucket_bytes, cfg.topk);
 }
 
+Engine::~Engine() = default;
+
+void Engine::shard_optimizer(const TrainConfig& config, comm::Communicator& group) {
+  sharded = std::make_unique<ShardedOptimizer>(*this, config, group);
+}
+
 void Engine::inner_step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t) {
+  if (sharded) return sharded->step(rows, dense_lr, embed_lr, t);
   for (auto& g : dense_opt->param_groups()) g.options().set_lr(dense_lr);
   dense_opt->step();
   if (embed_opt) {
@@ -59,6 +69,7 @@ std::size_t Engine::parameter_bytes() const {
 }
 
 std::size_t Engine::optimizer_state_bytes() const {
+  if (sharded) return sharded->state_bytes();
   std::size_t n = embed_opt ? embed_opt->state_bytes() : 0;
   for (const auto& [key, state] : dense_opt->state()) {
     if (const auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
@@ -70,6 +81,7 @@ std::size_t Engine::optimizer_state_bytes() const {
 
 void Engine::save(torch::serialize::OutputArchive& ar) {
   model->save(ar);
+  if (sharded) return sharded->save(ar);
   torch::serialize::OutputArchive opt_ar;
   dense_opt->save(opt_ar);
   ar.write("dense_optimizer", opt_ar);
@@ -79,6 +91,7 @@ void Engine::save(torch::serialize::OutputArchive& ar) {
 void Engine::load(torch::serialize::InputArchive& ar) {
   torch::NoGradGuard no_grad;
   model->load(ar);
+  if (sharded) return sharded->load(ar);
   torch::serialize::InputArchive opt_ar;
   ar.read("dense_optimizer", opt_ar);
   dense_opt->load(opt_ar);
@@ -95,6 +108,21 @@ void Engine::load_residual(torch::serialize::InputArchive& ar, const std::string
     ar.read(key, residual, true);
     topk->set_residual(residual);
   }
+}
+
+std::vector<StateShards::Range> dense_unit_ranges(const Engine& engine, int layers) {
+  std::vector<StateShards::Range> ranges(static_cast<std::size_t>(unit_count(layers)));
+  std::size_t at = 0;
+  int last = 1;
+  for (std::size_t k = 0; k < engine.dense.size(); ++k) {
+    const int u = unit_of(engine.dense_names[k], layers);
+    if (u < last) throw std::logic_error("dense_unit_ranges: parameters not in unit order");
+    if (ranges[u].end == 0) ranges[u].begin = at;
+    at += static_cast<std::size_t>(engine.dense[k].numel());
+    ranges[u].end = at;
+    last = u;
+  }
+  return ranges;
 }
 
 }  // namespace atl::train

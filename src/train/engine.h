@@ -15,9 +15,12 @@
 #include "dense_sync.h"
 #include "embedding_rows.h"
 #include "lazy_adamw.h"
+#include "local_sgd_shards.h"
 #include "model.h"
 
 namespace atl::train {
+
+class ShardedOptimizer;
 
 struct Engine {
   Gpt model;
@@ -28,10 +31,16 @@ struct Engine {
   std::unique_ptr<LazyAdamW> embed_opt;  // adamw only
   std::unique_ptr<DenseSync> dense_sync;
   double weight_decay = 0;
+  // The 2-D mesh, sharded: the inner optimizer's state split over the shard group (its steps then
+  // run there; dense_opt and embed_opt stay unused and hold no state).
+  std::unique_ptr<ShardedOptimizer> sharded;
 
   // The same initialisation on every rank (seeded by the caller), then rank 0's parameters
   // broadcast so that ranks on different machines or library builds start identical. Collective.
   Engine(comm::Communicator& comm, const TrainConfig& config);
+  ~Engine();
+  // Shards the inner optimizer over `group` (before the first step and before resuming).
+  void shard_optimizer(const TrainConfig& config, comm::Communicator& group);
 
   // One inner optimizer step at global step t (1-based) from the parameters' gradients (dense)
   // and the embedding's rows.
@@ -41,7 +50,8 @@ struct Engine {
   std::size_t parameter_bytes() const;
   std::size_t optimizer_state_bytes() const;
 
-  // Checkpoint state: the model and the inner optimizers (the same on every rank under ddp).
+  // Checkpoint state: the model and the inner optimizers (sharded: this rank's share of their
+  // state, so every rank writes its own file) (the same on every rank under ddp).
   void save(torch::serialize::OutputArchive& ar);
   void load(torch::serialize::InputArchive& ar);
   // This rank's own state under ddp: its top-k error-feedback residual (none without --topk), in
@@ -50,5 +60,9 @@ struct Engine {
   void save_residual(torch::serialize::OutputArchive& ar) const;
   void load_residual(torch::serialize::InputArchive& ar, const std::string& key);
 };
+
+// Each model unit's range of the flat buffer of `engine.dense` (model.h; unit 0, the embedding,
+// has none): a unit's dense parameters are consecutive in registration order.
+std::vector<StateShards::Range> dense_unit_ranges(const Engine& engine, int layers);
 
 }  // namespace atl::train

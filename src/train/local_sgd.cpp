@@ -5,27 +5,6 @@
 
 namespace atl::train {
 
-namespace {
-
-// Each unit's range of the flat dense buffer (model.h; unit 0, the embedding, has none): a unit's
-// dense parameters are consecutive in registration order.
-std::vector<StateShards::Range> unit_ranges(const TrainConfig& cfg, const Engine& engine) {
-  std::vector<StateShards::Range> ranges(static_cast<std::size_t>(unit_count(cfg.model.layers)));
-  std::size_t at = 0;
-  int last = 1;
-  for (std::size_t k = 0; k < engine.dense.size(); ++k) {
-    const int u = unit_of(engine.dense_names[k], cfg.model.layers);
-    if (u < last) throw std::logic_error("LocalSgd: parameters not in unit order");
-    if (ranges[u].end == 0) ranges[u].begin = at;
-    at += static_cast<std::size_t>(engine.dense[k].numel());
-    ranges[u].end = at;
-    last = u;
-  }
-  return ranges;
-}
-
-}  // namespace
-
 template <class Index>
 LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int workers,
                           comm::Communicator* group)
@@ -38,8 +17,8 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int workers,
       outer_momentum_(cfg.outer_momentum),
       layers_(unit_count(cfg.model.layers)),
       group_(group),
-      shards_(unit_ranges(cfg, engine), engine.embedding.size(0), engine.embedding.size(1),
-              cfg.shard ? group : nullptr),
+      shards_(dense_unit_ranges(engine, cfg.model.layers), engine.embedding.size(0),
+              engine.embedding.size(1), cfg.shard ? group : nullptr),
       step_weight_(cfg.step_weight),
       fault_(parse_faults(cfg.inject_fault).corrupt) {
   const int world = workers;

@@ -34,6 +34,18 @@ StateShards::StateShards(std::vector<Range> units, std::int64_t rows, std::int64
   }
 }
 
+std::size_t StateShards::piece_begin(int unit, int g) const {
+  std::size_t at = full(unit).begin;
+  for (int q = 0; q < g; ++q) at += piece_size(unit, q);
+  return at;
+}
+
+std::size_t StateShards::local_elements(int g) const {
+  std::size_t n = 0;
+  for (std::size_t u = 0; u < full_.size(); ++u) n += piece_counts_[u][static_cast<std::size_t>(g)];
+  return n;
+}
+
 std::vector<double> StateShards::sum_over_group(std::vector<double> values) {
   if (!group_) return values;
   const auto all = group_->allgather_each<double>(values);  // rank-major

@@ -27,6 +27,7 @@ class StateShards {
               comm::Communicator* group);
 
   bool sharded() const { return group_ != nullptr; }
+  int units() const { return static_cast<int>(full_.size()); }
   // Unit u's range of the full buffer, and this rank's piece of it (in the full buffer, and in
   // the local buffers).
   const Range& full(int unit) const { return full_[static_cast<std::size_t>(unit)]; }
@@ -36,6 +37,15 @@ class StateShards {
   // This rank's block of embedding rows: [row_begin(), row_begin() + rows()).
   std::int64_t row_begin() const { return row_begin_[rank_]; }
   std::int64_t rows() const { return row_count_[rank_]; }
+  // The same for group rank `g` (the sharded optimizer writes every rank's share into the model).
+  int group_size() const { return static_cast<int>(row_begin_.size()); }
+  std::size_t piece_size(int unit, int g) const {
+    return piece_counts_[static_cast<std::size_t>(unit)][static_cast<std::size_t>(g)];
+  }
+  std::size_t piece_begin(int unit, int g) const;
+  std::size_t local_elements(int g) const;
+  std::int64_t row_begin(int g) const { return row_begin_[static_cast<std::size_t>(g)]; }
+  std::int64_t rows(int g) const { return row_count_[static_cast<std::size_t>(g)]; }
 
   // Element-wise sums over the group, added in rank order (the same bits on every rank).
   // Unsharded: `values` unchanged. Collective over the group.

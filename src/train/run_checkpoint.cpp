@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "agreed.h"
+#include "sharded_optimizer.h"
 
 namespace atl::train {
 
@@ -61,6 +62,10 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
         diloco->load_shared(diloco->sharded() ? rank_ar : ar);
         engine.load(rank_ar);
         diloco->load_local(rank_ar);
+      } else if (engine.sharded) {  // the 2-D mesh: this rank's share of the optimizer state
+        torch::serialize::InputArchive rank_ar;
+        read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar);
+        engine.load(rank_ar);
       } else {
         engine.load(ar);
         if (cfg.topk > 0) {  // this rank's residual: its own file (or, older, the main file)
@@ -129,6 +134,13 @@ void save_checkpoint(Communicator& comm, Communicator& outer, const TrainConfig&
       prune_checkpoints(cfg.out, cfg.keep_checkpoints);
     });
     return;
+  }
+  if (engine.sharded) {  // the 2-D mesh: every rank's share of the optimizer state first
+    agreed(comm, [&] {
+      torch::serialize::OutputArchive ar;
+      engine.save(ar);
+      write_checkpoint(rank_checkpoint_path(file, comm.rank()), step, ar);
+    });
   }
   if (engine.dense_sync->topk()) {  // top-k: every rank's own residual in its own file first
     agreed(comm, [&] {

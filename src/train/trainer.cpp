@@ -303,6 +303,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   Mesh mesh(comm, cfg.shard_group_size);
   Communicator& outer = mesh.sync();
   std::optional<DataParallel<Index>> group_ddp;
+  if (mesh.group() && cfg.shard) engine.shard_optimizer(cfg, *mesh.group());
   if (cfg.strategy != "ddp") {
     local_sgd.emplace(cfg, engine, mesh.workers(), mesh.group());
     if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine);

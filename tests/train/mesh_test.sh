@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# EDiT's 2-D mesh (--shard-group-size S) end to end: sharding the local-SGD state over a worker's
-# ranks changes no number that matters (sharded == --no-shard for ddp, diloco, edit, aedit; ddp
-# with S = 2 == S = 1), also with pieces of unequal size (6 ranks, S = 3); a sharded run resumed
-# mid-interval continues exactly; the local-SGD state per rank halves with S = 2; bad input errors
-# on every rank. usage: mesh_test.sh ATOLL_BINARY
+# EDiT's 2-D mesh (--shard-group-size S) end to end: sharding the local-SGD state and the inner
+# optimizer's state over a worker's ranks changes no number that matters (sharded == --no-shard
+# for ddp, diloco, edit, aedit; ddp with S = 2 == S = 1), also with pieces of unequal size
+# (6 ranks, S = 3); sharded runs resume exactly; the state per rank falls with S = 2; bad input
+# errors on every rank. usage: mesh_test.sh ATOLL_BINARY
 set -uo pipefail
 atoll=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,6 +53,9 @@ mesh ddp-s2 4 "${d[@]}" --shard-group-size 2
 mesh ddp-s2-replicated 4 "${d[@]}" --shard-group-size 2 --no-shard
 check "ddp S=2 == S=1" "$tmp/ddp-s1" "$tmp/ddp-s2"
 check "ddp S=2 == S=2 --no-shard" "$tmp/ddp-s2-replicated" "$tmp/ddp-s2"
+mesh ddp-sgd-s1 4 "${d[@]}" --optimizer sgd --lr 0.05 --embed-lr 0.05
+mesh ddp-sgd-s2 4 "${d[@]}" --optimizer sgd --lr 0.05 --embed-lr 0.05 --shard-group-size 2
+check "ddp --optimizer sgd S=2 == S=1" "$tmp/ddp-sgd-s1" "$tmp/ddp-sgd-s2"
 
 # 2. diloco and edit (the penalty's weights and clipping, per-layer norms summed over the
 # group), 4 ranks = 2 workers of 2: sharded == --no-shard.
@@ -73,21 +76,31 @@ mesh edit6-shard 6 "${l[@]}" --strategy edit --no-overlap --shard-group-size 3
 mesh edit6-replicated 6 "${l[@]}" --strategy edit --no-overlap --shard-group-size 3 --no-shard
 check "edit 6 ranks S=3 sharded == --no-shard" "$tmp/edit6-replicated" "$tmp/edit6-shard"
 
-# 4. Resume of a sharded run between two synchronizations (each rank's share of θ̄ and the outer
-# momentum in its own file).
-r=(--steps 20 --strategy edit --sync-every 4 --sync-warmup-steps 2 --eval-every 4
-  --checkpoint-every 5 --keep-checkpoints 10 --shard-group-size 2)
-mesh resume-full 4 "${r[@]}"
-mesh resume-part 4 "${r[@]}" --resume-from "$tmp/resume-full/checkpoints/step-00000010.ckpt"
-python3 - "$tmp/resume-full/metrics.jsonl" "$tmp/resume-part/metrics.jsonl" <<'PY' &&
+# 4. Resume of sharded runs (each rank's share of the optimizer state, θ̄ and the outer momentum
+# in its own file): edit between two synchronizations, and ddp.
+resumed_same() {
+  python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
 b = [json.loads(l) for l in open(sys.argv[2])]
+at = int(sys.argv[3])
 key = lambda j: (j["step"], j.get("loss"), j.get("val_loss"))
-sys.exit(0 if [key(j) for j in a if j["step"] > 10] == [key(j) for j in b if j["step"] > 10] else 1)
+after = [key(j) for j in a if j["step"] > at]
+sys.exit(0 if after and after == [key(j) for j in b if j["step"] > at] else 1)
 PY
-  echo "ok   edit S=2 sharded resumed at step 10: identical losses after it" ||
-  fail "edit S=2 sharded resume differs"
+}
+for strategy in "edit --sync-every 4 --sync-warmup-steps 2" ddp; do
+  name=resume-${strategy%% *}
+  r=(--steps 20 --strategy $strategy --eval-every 4 --checkpoint-every 5 --keep-checkpoints 10
+    --shard-group-size 2)
+  mesh "$name-full" 4 "${r[@]}"
+  mesh "$name-part" 4 "${r[@]}" --resume-from "$tmp/$name-full/checkpoints/step-00000010.ckpt"
+  if resumed_same "$tmp/$name-full/metrics.jsonl" "$tmp/$name-part/metrics.jsonl" 10; then
+    echo "ok   ${strategy%% *} S=2 sharded resumed at step 10: identical losses after it"
+  else
+    fail "${strategy%% *} S=2 sharded resume differs"
+  fi
+done
 
 # 5. aedit, simulated (a deterministic clock; the ranks of a worker agree on each round), with a
 # straggler: sharded == --no-shard.
@@ -100,17 +113,22 @@ sim "${a[@]}" --no-shard --out "$tmp/aedit-replicated" >"$tmp/aedit-replicated.o
 check "aedit S=2 (simulated, straggler) sharded == --no-shard" "$tmp/aedit-replicated" \
   "$tmp/aedit-shard"
 
-# 6. Memory: the local-SGD state per rank (the code's own accounting) halves with S = 2.
+# 6. Memory (the code's own accounting, printed at the end): the local-SGD state per rank halves
+# with S = 2; the inner optimizer's (moments of half the parameters, plus the working copy of
+# that half's dense values) falls to under 0.7 of it.
 state() {
   run 4 "$atoll" train --preset tiny --batch 8 --plot false --seed 7 --eval-windows 64 --steps 5 \
-    --eval-every 5 --strategy diloco --sync-every 2 "$@" 2>/dev/null |
-    sed -n 's/.*local SGD (θ̄, outer momentum, Δ) \([0-9.]*\) MB.*/\1/p'
+    --eval-every 5 --strategy diloco --sync-every 2 "$@" 2>/dev/null | grep "state per rank"
 }
-s1=$(state) s2=$(state --shard-group-size 2)
-if [ -n "$s1" ] && [ -n "$s2" ] && awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(b > 0 && b / a > 0.49 && b / a < 0.51) }'; then
-  echo "ok   local-SGD state per rank: $s1 MB (S=1), $s2 MB (S=2)"
+mb() { sed -n "s/.*$1 \([0-9.]*\) MB.*/\1/p"; }
+m1=$(state) m2=$(state --shard-group-size 2)
+s1=$(mb "local SGD (θ̄, outer momentum, Δ)" <<<"$m1") s2=$(mb "local SGD (θ̄, outer momentum, Δ)" <<<"$m2")
+o1=$(mb "inner optimizer" <<<"$m1") o2=$(mb "inner optimizer" <<<"$m2")
+if [ -n "$s1" ] && [ -n "$s2" ] && [ -n "$o1" ] && [ -n "$o2" ] && awk -v a="$s1" -v b="$s2" \
+  -v c="$o1" -v d="$o2" 'BEGIN { exit !(b > 0 && b / a > 0.49 && b / a < 0.51 && d > 0 && d / c < 0.7) }'; then
+  echo "ok   per rank: local-SGD state $s1 -> $s2 MB, inner optimizer $o1 -> $o2 MB (S=1 -> S=2)"
 else
-  fail "local-SGD state per rank: '$s1' MB (S=1), '$s2' MB (S=2)"
+  fail "per rank: local-SGD state '$s1' -> '$s2' MB, inner optimizer '$o1' -> '$o2' MB"
 fi
 
 # 7. Bad input: a clear error on every rank.

@@ -1,0 +1,188 @@
+#include "sharded_optimizer.h"
+
+#include <algorithm>
+
+#include "engine.h"
+#include "flat_params.h"
+
+namespace atl::train {
+
+ShardedOptimizer::ShardedOptimizer(Engine& engine, const TrainConfig& cfg,
+                                   comm::Communicator& group)
+    : engine_(engine),
+      group_(group),
+      shards_(dense_unit_ranges(engine, cfg.model.layers), engine.embedding.size(0),
+              engine.embedding.size(1), &group),
+      weight_decay_(cfg.weight_decay) {
+  // Views of this rank's pieces, cut where parameters end; AdamW decays matrices only (as
+  // Engine's optimizer).
+  std::vector<std::size_t> starts;  // each parameter's offset in the flat buffer
+  std::size_t at = 0;
+  for (const auto& p : engine.dense) {
+    starts.push_back(at);
+    at += static_cast<std::size_t>(p.numel());
+  }
+  std::vector<torch::Tensor> decay, no_decay;
+  for (int u = 1; u < shards_.units(); ++u) {
+    const std::size_t lo = shards_.piece_begin(u), hi = lo + shards_.local(u).size();
+    for (std::size_t k = 0; k < engine.dense.size(); ++k) {
+      const auto n = static_cast<std::size_t>(engine.dense[k].numel());
+      const std::size_t b = std::max(lo, starts[k]), e = std::min(hi, starts[k] + n);
+      if (b >= e) continue;
+      const View v{k, static_cast<std::int64_t>(b - starts[k]), static_cast<std::int64_t>(e - b)};
+      auto piece = torch::zeros({v.size});
+      pieces_.push_back(piece);
+      where_.push_back(v);
+      (engine.dense[k].dim() >= 2 ? decay : no_decay).push_back(piece);
+    }
+  }
+  if (cfg.optimizer == "sgd") {
+    dense_opt_ = std::make_unique<torch::optim::SGD>(pieces_, torch::optim::SGDOptions(cfg.lr));
+    return;
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay,
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(cfg.lr).weight_decay(0)));
+  dense_opt_ = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(cfg.lr));
+  embed_opt_ = std::make_unique<LazyAdamW>(
+      engine.embedding.detach().narrow(0, shards_.row_begin(), shards_.rows()));
+}
+
+void ShardedOptimizer::step(const RowGradient& rows, double dense_lr, double embed_lr,
+                            std::int64_t t) {
+  {
+    torch::NoGradGuard no_grad;  // released before the group's collectives (SMPI)
+    // The pieces take the model's current values (local SGD may have changed them) and gradients;
+    // views are made afresh (loading a checkpoint replaces the parameters' storage).
+    for (std::size_t i = 0; i < pieces_.size(); ++i) {
+      const auto& w = where_[i];
+      const auto& p = engine_.dense[w.param];
+      pieces_[i].copy_(p.detach().view(-1).narrow(0, w.offset, w.size));
+      const auto& grad = p.grad();
+      pieces_[i].mutable_grad() = grad.defined()
+                                      ? grad.detach().view(-1).narrow(0, w.offset, w.size)
+                                      : torch::zeros({w.size});
+    }
+    for (auto& g : dense_opt_->param_groups()) g.options().set_lr(dense_lr);
+    dense_opt_->step();
+    for (std::size_t i = 0; i < pieces_.size(); ++i) {
+      const auto& w = where_[i];
+      engine_.dense[w.param].detach().view(-1).narrow(0, w.offset, w.size).copy_(pieces_[i]);
+    }
+    step_rows(rows, embed_lr, t);
+  }
+  gather_dense();
+  gather_rows(rows);
+}
+
+// The embedding: the rows of this rank's block, indexed within the block.
+void ShardedOptimizer::step_rows(const RowGradient& rows, double lr, std::int64_t t) {
+  const std::int64_t first = shards_.row_begin(), last = first + shards_.rows();
+  const auto E = static_cast<std::size_t>(engine_.embedding.size(1));
+  RowGradient mine;
+  for (std::size_t k = 0; k < rows.rows.size(); ++k) {
+    if (rows.rows[k] < first || rows.rows[k] >= last) continue;
+    mine.rows.push_back(rows.rows[k] - first);
+    const auto from = rows.values.begin() + static_cast<std::ptrdiff_t>(k * E);
+    mine.values.insert(mine.values.end(), from, from + static_cast<std::ptrdiff_t>(E));
+  }
+  auto block = engine_.embedding.detach().narrow(0, first, shards_.rows());
+  if (embed_opt_) {
+    embed_opt_->step(block, mine, lr, weight_decay_, t);
+    return;
+  }
+  float* w = block.data_ptr<float>();  // plain SGD on the touched rows
+  const auto rate = static_cast<float>(lr);
+  for (std::size_t k = 0; k < mine.rows.size(); ++k)
+    for (std::size_t j = 0; j < E; ++j)
+      w[static_cast<std::size_t>(mine.rows[k]) * E + j] -= rate * mine.values[k * E + j];
+}
+
+// Every rank's updated pieces into every rank's model (received rank-major, each rank's pieces in
+// unit order).
+void ShardedOptimizer::gather_dense() {
+  const int S = shards_.group_size(), me = group_.rank();
+  FlatParams flat(engine_.dense);
+  std::vector<float> mine(shards_.local_elements());
+  for (int u = 1; u < shards_.units(); ++u) {
+    const auto& r = shards_.local(u);
+    flat.gather_part(std::span<float>(mine).subspan(r.begin, r.size()), shards_.piece_begin(u));
+  }
+  std::vector<std::size_t> counts(static_cast<std::size_t>(S));
+  std::size_t total = 0;
+  for (int g = 0; g < S; ++g)
+    total += counts[static_cast<std::size_t>(g)] = shards_.local_elements(g);
+  std::vector<float> all(total);
+  auto request = group_.iallgatherv<float>(mine, counts, all);
+  group_.wait(request);
+  std::size_t at = 0;
+  for (int g = 0; g < S; ++g) {
+    for (int u = 1; u < shards_.units(); ++u) {
+      const std::size_t n = shards_.piece_size(u, g);
+      if (g != me)
+        flat.scatter_part(std::span<const float>(all).subspan(at, n), shards_.piece_begin(u, g));
+      at += n;
+    }
+  }
+}
+
+// The updated embedding rows (every rank knows which: `rows`) from their owners.
+void ShardedOptimizer::gather_rows(const RowGradient& rows) {
+  const int S = shards_.group_size(), me = group_.rank();
+  const auto E = static_cast<std::size_t>(engine_.embedding.size(1));
+  std::vector<std::vector<std::int64_t>> owned(static_cast<std::size_t>(S));
+  for (auto row : rows.rows) {
+    int g = 0;
+    while (g + 1 < S && row >= shards_.row_begin(g + 1)) ++g;
+    owned[static_cast<std::size_t>(g)].push_back(row);
+  }
+  float* table = engine_.embedding.detach().data_ptr<float>();
+  std::vector<float> mine;
+  for (auto row : owned[static_cast<std::size_t>(me)])
+    mine.insert(mine.end(), table + row * static_cast<std::int64_t>(E),
+                table + (row + 1) * static_cast<std::int64_t>(E));
+  std::vector<std::size_t> counts(static_cast<std::size_t>(S));
+  std::size_t total = 0;
+  for (int g = 0; g < S; ++g)
+    total += counts[static_cast<std::size_t>(g)] = owned[static_cast<std::size_t>(g)].size() * E;
+  std::vector<float> all(total);
+  auto request = group_.iallgatherv<float>(mine, counts, all);
+  group_.wait(request);
+  std::size_t at = 0;
+  for (int g = 0; g < S; ++g) {
+    for (auto row : owned[static_cast<std::size_t>(g)]) {
+      if (g != me) std::copy_n(all.data() + at, E, table + row * static_cast<std::int64_t>(E));
+      at += E;
+    }
+  }
+}
+
+std::size_t ShardedOptimizer::state_bytes() const {
+  std::size_t n = embed_opt_ ? embed_opt_->state_bytes() : 0;
+  for (const auto& p : pieces_) n += static_cast<std::size_t>(p.numel()) * sizeof(float);
+  for (const auto& [key, state] : dense_opt_->state()) {
+    if (const auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
+      n += static_cast<std::size_t>(a->exp_avg().numel() + a->exp_avg_sq().numel()) * sizeof(float);
+    }
+  }
+  return n;
+}
+
+void ShardedOptimizer::save(torch::serialize::OutputArchive& ar) const {
+  torch::serialize::OutputArchive opt_ar;
+  dense_opt_->save(opt_ar);
+  ar.write("sharded_dense_optimizer", opt_ar);
+  if (embed_opt_) embed_opt_->save(ar, "sharded_embed_adam");
+}
+
+void ShardedOptimizer::load(torch::serialize::InputArchive& ar) {
+  torch::serialize::InputArchive opt_ar;
+  ar.read("sharded_dense_optimizer", opt_ar);
+  dense_opt_->load(opt_ar);
+  if (embed_opt_) embed_opt_->load(ar, "sharded_embed_adam");
+}
+
+}  // namespace atl::train
