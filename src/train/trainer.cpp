@@ -251,6 +251,36 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
   return j;
 }
 
+// A local step's gradient: under the 2-D mesh its shard group's average (and the loss, the
+// group's mean); else this worker's own, with no collective (the loss logged is rank 0's).
+template <class Index>
+RowGradient worker_gradient(Mesh& mesh, std::optional<DataParallel<Index>>& group_ddp,
+                            StepTimer& timer, int step, sparse::SparseGradient<Index> local,
+                            double loss, std::int64_t E, double& mean_loss) {
+  if (group_ddp) return group_ddp->synchronize(*mesh.group(), timer, step, local, loss, mean_loss);
+  timer.start("rows");
+  sync::SyncResult<Index> own;
+  own.sparse = std::move(local);
+  mean_loss = loss;
+  return touched_rows(own, E, 1.0);
+}
+
+// Rank 0 at the end: metrics closed, the loss plot.
+void close_run(const TrainConfig& cfg, MetricsLog& metrics) {
+  const std::filesystem::path out = cfg.out;
+  if (out.empty()) return;
+  metrics.close();
+  if (cfg.plot) {
+    try {
+      const auto png = plot_loss(out);
+      if (!png.empty() && !cfg.quiet) fmt::print("  loss curve: {}\n", png);
+    } catch (const util::FileError& e) {
+      std::fprintf(stderr, "atoll: warning: no loss plot: %s\n", e.what());
+    }
+  }
+  if (!cfg.quiet) fmt::print("  metrics: {}\n", (out / "metrics.jsonl").string());
+}
+
 template <class Index>
 int run(Communicator& comm, const TrainConfig& cfg);
 
@@ -382,22 +412,11 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       });
     }
 
-    RowGradient rows;
     double mean_loss = 0;
-    if (local_step && group_ddp) {
-      // The 2-D mesh: the worker's gradient is its shard group's average; the loss, its mean.
-      rows =
-          group_ddp->synchronize(*mesh.group(), timer, step, local, loss.item<double>(), mean_loss);
-    } else if (local_step) {
-      // Local SGD: this worker's own gradient and no collective; the loss logged is rank 0's.
-      timer.start("rows");
-      sync::SyncResult<Index> own;
-      own.sparse = std::move(local);
-      rows = touched_rows(own, cfg.model.d_embed, 1.0);
-      mean_loss = loss.item<double>();
-    } else {
-      rows = ddp.synchronize(comm, timer, step, local, loss.item<double>(), mean_loss);
-    }
+    const RowGradient rows =
+        local_step ? worker_gradient(mesh, group_ddp, timer, step, std::move(local),
+                                     loss.item<double>(), cfg.model.d_embed, mean_loss)
+                   : ddp.synchronize(comm, timer, step, local, loss.item<double>(), mean_loss);
 
     timer.start("optimizer");
     if (fixed_compute) comm.fixed_compute_begin();
@@ -452,18 +471,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   if (leader && !cfg.quiet && report.timed_steps > 0) report.print();
   if (!cfg.quiet) print_memory(comm, engine, diloco, leader);
   ddp.comparison().report(comm, cfg.sync, report.tokens_per_step, out);
-  if (leader && !out.empty()) {
-    metrics.close();
-    if (cfg.plot) {
-      try {
-        const auto png = plot_loss(out);
-        if (!png.empty() && !cfg.quiet) fmt::print("  loss curve: {}\n", png);
-      } catch (const util::FileError& e) {
-        std::fprintf(stderr, "atoll: warning: no loss plot: %s\n", e.what());
-      }
-    }
-    if (!cfg.quiet) fmt::print("  metrics: {}\n", (out / "metrics.jsonl").string());
-  }
+  if (leader) close_run(cfg, metrics);
   return 0;
 }
 
