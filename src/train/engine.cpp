@@ -62,10 +62,24 @@ void Engine::inner_step(const RowGradient& rows, double dense_lr, double embed_l
   }
 }
 
+void Engine::with_full_params(const std::function<void()>& f) {
+  gather_params();
+  f();
+  release_params();
+}
+
+void Engine::gather_params() {
+  if (sharded) sharded->params().gather_all();
+}
+
+void Engine::release_params() {
+  if (sharded) sharded->params().release();
+}
+
 std::size_t Engine::parameter_bytes() const {
   std::size_t n = 0;
   for (const auto& p : model->parameters()) n += static_cast<std::size_t>(p.numel());
-  return n * sizeof(float);
+  return n * sizeof(float) + (sharded ? sharded->params().bytes() : 0);
 }
 
 std::size_t Engine::optimizer_state_bytes() const {

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,8 +32,9 @@ struct Engine {
   std::unique_ptr<LazyAdamW> embed_opt;  // adamw only
   std::unique_ptr<DenseSync> dense_sync;
   double weight_decay = 0;
-  // The 2-D mesh, sharded: the inner optimizer's state split over the shard group (its steps then
-  // run there; dense_opt and embed_opt stay unused and hold no state).
+  // The 2-D mesh, sharded: the inner optimizer's state and the dense parameters split over the
+  // shard group (its steps then run there; dense_opt and embed_opt stay unused and hold no
+  // state). Between steps the model's dense parameters are then released (sharded_params.h).
   std::unique_ptr<ShardedOptimizer> sharded;
 
   // The same initialisation on every rank (seeded by the caller), then rank 0's parameters
@@ -46,7 +48,15 @@ struct Engine {
   // and the embedding's rows.
   void inner_step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t);
 
-  // Bytes this rank holds in the model's parameters and in the inner optimizers' state.
+  // Runs f with the whole model (sharded: every unit gathered first, released after).
+  // Collective over the shard group when sharded.
+  void with_full_params(const std::function<void()>& f);
+  // Sharded: every unit gathered (before a checkpoint is written), and released again.
+  void gather_params();
+  void release_params();
+
+  // Bytes this rank holds in the model's parameters (sharded: the embedding and its pieces of the
+  // dense parameters, between steps) and in the inner optimizers' state.
   std::size_t parameter_bytes() const;
   std::size_t optimizer_state_bytes() const;
 

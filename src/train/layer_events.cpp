@@ -54,6 +54,11 @@ void LayerEvents::forward_begin(int unit) {
     sync_.before_unit(unit);
     if (timer_) timer_->start("model");
   }
+  if (sync_.gather_unit) {
+    if (timer_) timer_->start("param_gather");
+    sync_.gather_unit(unit);
+    if (timer_) timer_->start("model");
+  }
   forward_begin_[unit] = now();
   enter();
 }

@@ -39,6 +39,9 @@ class LayerEvents : public LayerHooks {
   struct StepSync {
     std::function<void(int)> before_unit;  // empty: nothing to do
     std::function<void()> progress;
+    // The 2-D mesh with sharded parameters: unit u's parameters gathered (after before_unit),
+    // timed as the phase "param_gather".
+    std::function<void(int)> gather_unit;
   };
   // Starts a step's model work (with a fixed compute charge: stops measuring).
   void begin_step(int step, StepSync sync, StepTimer* timer);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sharded_optimizer.h"
+
 namespace atl::train {
 
 template <class Index>
@@ -41,8 +43,7 @@ void LocalSgd<Index>::begin_step(comm::Communicator& comm, int step) {
   outer_dense_.assign(shards_.local_elements(), 0.0f);
   for (int u = 1; u < layers_; ++u) {
     const auto& r = shards_.local(u);
-    dense_.gather_part(std::span<float>(outer_dense_).subspan(r.begin, r.size()),
-                       shards_.piece_begin(u));
+    read_unit(u, std::span<float>(outer_dense_).subspan(r.begin, r.size()));
   }
   momentum_dense_.assign(shards_.local_elements(), 0.0f);
   outer_embedding_ =
@@ -138,9 +139,21 @@ double LocalSgd<Index>::unit_squares(const std::vector<float>& buffer, int unit)
   return shards_.sum_over_group({sq})[0];
 }
 
+// This worker's values of its piece of unit u: the model's, or (parameters sharded) the pieces.
+template <class Index>
+void LocalSgd<Index>::read_unit(int unit, std::span<float> out) {
+  if (engine_.sharded) return engine_.sharded->params().read_piece(unit, out);
+  dense_.gather_part(out, shards_.piece_begin(unit));
+}
+
 template <class Index>
 void LocalSgd<Index>::unit_to_model(int unit) {
   const auto& r = shards_.local(unit);
+  if (engine_.sharded) {  // parameters sharded: the piece; the unit is gathered before its use
+    engine_.sharded->params().write_piece(
+        unit, std::span<const float>(outer_dense_).subspan(r.begin, r.size()));
+    return;
+  }
   const auto full =
       shards_.gather_unit(unit, std::span<const float>(outer_dense_).subspan(r.begin, r.size()));
   dense_.scatter_part(full, shards_.full(unit).begin);
@@ -165,8 +178,7 @@ void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
   delta_dense_.resize(shards_.local_elements());
   for (int u = 1; u < layers_; ++u) {
     const auto& r = shards_.local(u);
-    dense_.gather_part(std::span<float>(delta_dense_).subspan(r.begin, r.size()),
-                       shards_.piece_begin(u));
+    read_unit(u, std::span<float>(delta_dense_).subspan(r.begin, r.size()));
   }
   for (std::size_t i = 0; i < delta_dense_.size(); ++i)
     delta_dense_[i] = outer_dense_[i] - delta_dense_[i];
@@ -388,13 +400,27 @@ template <class Index>
 void LocalSgd<Index>::with_outer_params(comm::Communicator& comm, const std::function<void()>& f) {
   flush(comm);
   if (!started_) return f();
-  std::vector<float> mine(dense_.elements());
-  dense_.gather_values(mine);
+  // This worker's values kept aside (parameters sharded: its pieces).
+  std::vector<float> mine(engine_.sharded ? shards_.local_elements() : dense_.elements());
+  if (engine_.sharded) {
+    for (int u = 1; u < layers_; ++u)
+      read_unit(u, std::span<float>(mine).subspan(shards_.local(u).begin, shards_.local(u).size()));
+  } else {
+    dense_.gather_values(mine);
+  }
   auto my_embedding = engine_.embedding.detach().clone();
   for (int u = 1; u < layers_; ++u) unit_to_model(u);
   embedding_to_model();
   f();
-  dense_.scatter_values(mine);
+  if (engine_.sharded) {
+    for (int u = 1; u < layers_; ++u) {
+      const auto& r = shards_.local(u);
+      engine_.sharded->params().write_piece(
+          u, std::span<const float>(mine).subspan(r.begin, r.size()));
+    }
+  } else {
+    dense_.scatter_values(mine);
+  }
   torch::NoGradGuard no_grad;
   engine_.embedding.detach().copy_(my_embedding);
 }

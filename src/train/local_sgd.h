@@ -131,6 +131,7 @@ class LocalSgd {
   // θ̄ of unit u (of the embedding) into this worker's model; gathered over the shard group when
   // sharded (collective there).
   void unit_to_model(int unit);
+  void read_unit(int unit, std::span<float> out);
   void embedding_to_model();
   // ||x||² of the unit's piece of `buffer`, summed over the shard group (collective when sharded).
   double unit_squares(const std::vector<float>& buffer, int unit);

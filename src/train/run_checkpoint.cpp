@@ -80,6 +80,7 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
           }
         }
       }
+      if (engine.sharded) engine.sharded->params().adopt_model();  // the 2-D mesh's pieces
     } catch (const c10::Error& e) {
       throw CheckpointError(fmt::format("checkpoint {}: cannot load its state ({})", file.string(),
                                         e.what_without_backtrace()));
@@ -106,15 +107,14 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
   return start;
 }
 
-// The checkpoint is named after `step` (aedit: rank 0's step count); each rank's own file records
-// its own step count `own_step` (aedit: they differ).
+namespace {
+
+// The files of a checkpoint (the model whole on every rank).
 template <class Index>
-void save_checkpoint(Communicator& comm, Communicator& outer, const TrainConfig& cfg,
-                     Engine& engine, LocalSgd<Index>* diloco, const RunRecord& this_run, int step,
-                     int own_step) {
-  const auto file = checkpoint_path(cfg.out, step);
+void write_checkpoint_files(Communicator& comm, const TrainConfig& cfg, Engine& engine,
+                            LocalSgd<Index>* diloco, const RunRecord& this_run,
+                            const std::filesystem::path& file, int step, int own_step) {
   if (diloco) {
-    diloco->flush(outer);  // an overlapped synchronization completes first
     // Replicas differ between synchronizations: every rank writes its model, inner optimizer
     // and touched rows to its own file first; then rank 0 the main file with θ̄ and momentum.
     agreed(comm, [&] {
@@ -157,6 +157,21 @@ void save_checkpoint(Communicator& comm, Communicator& outer, const TrainConfig&
     write_checkpoint(file, step, ar);
     prune_checkpoints(cfg.out, cfg.keep_checkpoints);
   });
+}
+
+}  // namespace
+
+// The checkpoint is named after `step` (aedit: rank 0's step count); each rank's own file records
+// its own step count `own_step` (aedit: they differ).
+template <class Index>
+void save_checkpoint(Communicator& comm, Communicator& outer, const TrainConfig& cfg,
+                     Engine& engine, LocalSgd<Index>* diloco, const RunRecord& this_run, int step,
+                     int own_step) {
+  const auto file = checkpoint_path(cfg.out, step);
+  if (diloco) diloco->flush(outer);  // an overlapped synchronization completes first
+  engine.gather_params();            // the 2-D mesh: the whole model, to be written
+  write_checkpoint_files(comm, cfg, engine, diloco, this_run, file, step, own_step);
+  engine.release_params();
 }
 
 template int resume<std::uint32_t>(Communicator&, const TrainConfig&, Engine&,

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "engine.h"
-#include "flat_params.h"
 
 namespace atl::train {
 
@@ -11,33 +10,17 @@ ShardedOptimizer::ShardedOptimizer(Engine& engine, const TrainConfig& cfg,
                                    comm::Communicator& group)
     : engine_(engine),
       group_(group),
-      shards_(dense_unit_ranges(engine, cfg.model.layers), engine.embedding.size(0),
-              engine.embedding.size(1), &group),
+      params_(engine.dense, dense_unit_ranges(engine, cfg.model.layers), engine.embedding.size(0),
+              engine.embedding.size(1), group),
+      shards_(params_.shards()),
       weight_decay_(cfg.weight_decay) {
-  // Views of this rank's pieces, cut where parameters end; AdamW decays matrices only (as
-  // Engine's optimizer).
-  std::vector<std::size_t> starts;  // each parameter's offset in the flat buffer
-  std::size_t at = 0;
-  for (const auto& p : engine.dense) {
-    starts.push_back(at);
-    at += static_cast<std::size_t>(p.numel());
-  }
+  // AdamW decays matrices only (as Engine's optimizer).
   std::vector<torch::Tensor> decay, no_decay;
-  for (int u = 1; u < shards_.units(); ++u) {
-    const std::size_t lo = shards_.piece_begin(u), hi = lo + shards_.local(u).size();
-    for (std::size_t k = 0; k < engine.dense.size(); ++k) {
-      const auto n = static_cast<std::size_t>(engine.dense[k].numel());
-      const std::size_t b = std::max(lo, starts[k]), e = std::min(hi, starts[k] + n);
-      if (b >= e) continue;
-      const View v{k, static_cast<std::int64_t>(b - starts[k]), static_cast<std::int64_t>(e - b)};
-      auto piece = torch::zeros({v.size});
-      pieces_.push_back(piece);
-      where_.push_back(v);
-      (engine.dense[k].dim() >= 2 ? decay : no_decay).push_back(piece);
-    }
-  }
+  auto& pieces = params_.pieces();
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    (engine.dense[params_.param_of(i)].dim() >= 2 ? decay : no_decay).push_back(pieces[i]);
   if (cfg.optimizer == "sgd") {
-    dense_opt_ = std::make_unique<torch::optim::SGD>(pieces_, torch::optim::SGDOptions(cfg.lr));
+    dense_opt_ = std::make_unique<torch::optim::SGD>(pieces, torch::optim::SGDOptions(cfg.lr));
     return;
   }
   std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -55,27 +38,22 @@ void ShardedOptimizer::step(const RowGradient& rows, double dense_lr, double emb
                             std::int64_t t) {
   {
     torch::NoGradGuard no_grad;  // released before the group's collectives (SMPI)
-    // The pieces take the model's current values (local SGD may have changed them) and gradients;
-    // views are made afresh (loading a checkpoint replaces the parameters' storage).
-    for (std::size_t i = 0; i < pieces_.size(); ++i) {
-      const auto& w = where_[i];
-      const auto& p = engine_.dense[w.param];
-      pieces_[i].copy_(p.detach().view(-1).narrow(0, w.offset, w.size));
+    auto& pieces = params_.pieces();
+    for (std::size_t i = 0; i < pieces.size(); ++i) {  // the pieces' gradients: views
+      const auto& p = engine_.dense[params_.param_of(i)];
       const auto& grad = p.grad();
-      pieces_[i].mutable_grad() = grad.defined()
-                                      ? grad.detach().view(-1).narrow(0, w.offset, w.size)
-                                      : torch::zeros({w.size});
+      const auto n = pieces[i].numel();
+      pieces[i].mutable_grad() = grad.defined()
+                                     ? grad.detach().view(-1).narrow(0, params_.offset_of(i), n)
+                                     : torch::zeros({n});
     }
     for (auto& g : dense_opt_->param_groups()) g.options().set_lr(dense_lr);
     dense_opt_->step();
-    for (std::size_t i = 0; i < pieces_.size(); ++i) {
-      const auto& w = where_[i];
-      engine_.dense[w.param].detach().view(-1).narrow(0, w.offset, w.size).copy_(pieces_[i]);
-    }
+    for (auto& piece : pieces) piece.mutable_grad().reset();
     step_rows(rows, embed_lr, t);
   }
-  gather_dense();
   gather_rows(rows);
+  params_.release();
 }
 
 // The embedding: the rows of this rank's block, indexed within the block.
@@ -99,34 +77,6 @@ void ShardedOptimizer::step_rows(const RowGradient& rows, double lr, std::int64_
   for (std::size_t k = 0; k < mine.rows.size(); ++k)
     for (std::size_t j = 0; j < E; ++j)
       w[static_cast<std::size_t>(mine.rows[k]) * E + j] -= rate * mine.values[k * E + j];
-}
-
-// Every rank's updated pieces into every rank's model (received rank-major, each rank's pieces in
-// unit order).
-void ShardedOptimizer::gather_dense() {
-  const int S = shards_.group_size(), me = group_.rank();
-  FlatParams flat(engine_.dense);
-  std::vector<float> mine(shards_.local_elements());
-  for (int u = 1; u < shards_.units(); ++u) {
-    const auto& r = shards_.local(u);
-    flat.gather_part(std::span<float>(mine).subspan(r.begin, r.size()), shards_.piece_begin(u));
-  }
-  std::vector<std::size_t> counts(static_cast<std::size_t>(S));
-  std::size_t total = 0;
-  for (int g = 0; g < S; ++g)
-    total += counts[static_cast<std::size_t>(g)] = shards_.local_elements(g);
-  std::vector<float> all(total);
-  auto request = group_.iallgatherv<float>(mine, counts, all);
-  group_.wait(request);
-  std::size_t at = 0;
-  for (int g = 0; g < S; ++g) {
-    for (int u = 1; u < shards_.units(); ++u) {
-      const std::size_t n = shards_.piece_size(u, g);
-      if (g != me)
-        flat.scatter_part(std::span<const float>(all).subspan(at, n), shards_.piece_begin(u, g));
-      at += n;
-    }
-  }
 }
 
 // The updated embedding rows (every rank knows which: `rows`) from their owners.
@@ -162,7 +112,6 @@ void ShardedOptimizer::gather_rows(const RowGradient& rows) {
 
 std::size_t ShardedOptimizer::state_bytes() const {
   std::size_t n = embed_opt_ ? embed_opt_->state_bytes() : 0;
-  for (const auto& p : pieces_) n += static_cast<std::size_t>(p.numel()) * sizeof(float);
   for (const auto& [key, state] : dense_opt_->state()) {
     if (const auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
       n += static_cast<std::size_t>(a->exp_avg().numel() + a->exp_avg_sq().numel()) * sizeof(float);

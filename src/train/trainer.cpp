@@ -42,6 +42,7 @@
 #include "run_plan.h"
 #include "scheme_comparison.h"
 #include "settings.h"
+#include "sharded_optimizer.h"
 #include "step_timer.h"
 #include "timeline.h"
 
@@ -217,7 +218,7 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
     comparison.record_step(step_s - emb_sync_s - timer.seconds("rows"),
                            emb_sync_s + timer.seconds("rows"));
   const double comm_s = timer.seconds("wait") + emb_sync_s + timer.seconds("dense_sync") +
-                        timer.seconds("outer_sync");
+                        timer.seconds("outer_sync") + timer.seconds("param_gather");
   const double emb_bytes =
       f.local_step
           ? (f.synced ? static_cast<double>(diloco->last_embedding_stats().bytes_sent()) : 0)
@@ -397,6 +398,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       step_sync.before_unit = [&](int unit) { diloco->before_unit(outer, unit); };
       step_sync.progress = [&] { diloco->progress(outer); };
     }
+    if (engine.sharded) {  // the 2-D mesh: each unit's parameters gathered before its compute
+      step_sync.gather_unit = [&](int unit) { engine.sharded->params().gather_unit(unit); };
+    }
     events.begin_step(step, std::move(step_sync), &timer);
     const auto loss = forward_backward(engine, events, data, cfg, step, rank);
     timer.start("delay");  // --inject-fault straggler / stall
@@ -442,7 +446,10 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     nlohmann::json j = step_metrics(cfg, timer, facts, ddp, diloco, report, leader);
     if (eval_now) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
-      auto run_eval = [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); };
+      auto run_eval = [&] {
+        engine.with_full_params(
+            [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); });
+      };
       if (diloco) {
         diloco->with_outer_params(outer, run_eval);
       } else {
