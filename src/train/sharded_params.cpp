@@ -43,22 +43,53 @@ void ShardedParams::adopt_model() {
   std::fill(current_.begin(), current_.end(), true);
 }
 
-void ShardedParams::gather_unit(int unit) {
-  if (unit < 1 || unit >= shards_.units() || current_[static_cast<std::size_t>(unit)]) return;
-  std::vector<float> mine(shards_.local(unit).size());
-  read_piece(unit, mine);
-  std::vector<std::size_t> counts;
-  for (int g = 0; g < shards_.group_size(); ++g) counts.push_back(shards_.piece_size(unit, g));
-  std::vector<float> all(shards_.full(unit).size());  // the unit's range: pieces in rank order
-  auto request = group_.iallgatherv<float>(mine, counts, all);
-  group_.wait(request);
+void ShardedParams::post(int unit) {
+  pending_.unit = unit;
+  pending_.send.assign(shards_.local(unit).size(), 0.0f);
+  read_piece(unit, pending_.send);
+  pending_.counts.clear();
+  for (int g = 0; g < shards_.group_size(); ++g)
+    pending_.counts.push_back(shards_.piece_size(unit, g));
+  pending_.recv.assign(shards_.full(unit).size(), 0.0f);  // the unit's range: pieces in rank order
+  pending_.request = group_.iallgatherv<float>(pending_.send, pending_.counts, pending_.recv);
+}
+
+void ShardedParams::install(int unit, const std::vector<float>& all) {
   std::size_t at = 0;
   for (auto k : params_[static_cast<std::size_t>(unit)]) {
-    const auto& shape = shapes_[k];
-    dense_[k].set_data(torch::from_blob(all.data() + at, shape, torch::kFloat).clone());
+    dense_[k].set_data(
+        torch::from_blob(const_cast<float*>(all.data()) + at, shapes_[k], torch::kFloat).clone());
     at += static_cast<std::size_t>(dense_[k].numel());
   }
   current_[static_cast<std::size_t>(unit)] = true;
+}
+
+void ShardedParams::drop_pending() {
+  if (pending_.unit < 0) return;
+  group_.wait(pending_.request);
+  pending_.unit = -1;
+}
+
+void ShardedParams::gather_unit(int unit, bool prefetch) {
+  if (unit < 1 || unit >= shards_.units()) return;
+  if (!current_[static_cast<std::size_t>(unit)]) {
+    if (pending_.unit != unit) {
+      drop_pending();
+      post(unit);
+    }
+    group_.wait(pending_.request);
+    pending_.unit = -1;
+    install(unit, pending_.recv);
+  }
+  const int next = unit + 1;
+  if (prefetch && next < shards_.units() && !current_[static_cast<std::size_t>(next)] &&
+      pending_.unit < 0) {
+    post(next);
+  }
+}
+
+void ShardedParams::progress() {
+  if (pending_.unit >= 0) group_.progress(pending_.request);
 }
 
 void ShardedParams::gather_all() {
@@ -66,6 +97,7 @@ void ShardedParams::gather_all() {
 }
 
 void ShardedParams::release() {
+  drop_pending();
   for (auto& p : dense_) {
     p.mutable_grad().reset();
     p.set_data(torch::empty({0}));
@@ -82,6 +114,7 @@ void ShardedParams::read_piece(int unit, std::span<float> out) const {
 }
 
 void ShardedParams::write_piece(int unit, std::span<const float> in) {
+  if (pending_.unit == unit) drop_pending();  // posted before this piece changed
   for (std::size_t i = 0; i < parts_.size(); ++i) {
     if (parts_[i].unit != unit) continue;
     std::copy_n(in.data() + parts_[i].at, parts_[i].size, pieces_[i].data_ptr<float>());

@@ -37,10 +37,14 @@ class ShardedParams {
   // The pieces take the model's values (after a checkpoint was loaded into the model, which is
   // then whole).
   void adopt_model();
-  // Unit u's parameters from every rank's pieces, unless they are current. Collective over the
-  // group (every rank asks for the same units in the same order).
-  void gather_unit(int unit);
+  // Unit u's parameters from every rank's pieces, unless they are current; with `prefetch`, the
+  // next unit's all-gather is posted to move while unit u computes (only when its pieces are
+  // final for this step: the caller knows). Collective over the group (every rank asks for the
+  // same units in the same order).
+  void gather_unit(int unit, bool prefetch = false);
   void gather_all();
+  // Lets a prefetch in flight move (Open MPI progresses it only inside MPI calls).
+  void progress();
   // The model's dense parameters and their gradients freed.
   void release();
   // This rank's piece of unit u (local(u).size() values), read or replaced (the unit's
@@ -65,6 +69,18 @@ class ShardedParams {
   std::vector<Part> parts_;
   std::vector<torch::Tensor> pieces_;
   std::vector<bool> current_;  // per unit: the model holds its gathered parameters
+
+  // A prefetched unit's all-gather in flight (unit −1: none).
+  struct Pending {
+    int unit = -1;
+    std::vector<float> send, recv;
+    std::vector<std::size_t> counts;
+    comm::Request request;
+  };
+  Pending pending_;
+  void post(int unit);
+  void install(int unit, const std::vector<float>& all);
+  void drop_pending();  // waits for a posted all-gather and discards it
 };
 
 }  // namespace atl::train

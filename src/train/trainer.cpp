@@ -399,7 +399,15 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       step_sync.progress = [&] { diloco->progress(outer); };
     }
     if (engine.sharded) {  // the 2-D mesh: each unit's parameters gathered before its compute
-      step_sync.gather_unit = [&](int unit) { engine.sharded->params().gather_unit(unit); };
+      // The next unit's gather is prefetched once no synchronization is pending (an overlapped
+      // sync still changes the next units' pieces).
+      step_sync.gather_unit = [&](int unit) {
+        engine.sharded->params().gather_unit(unit, !(diloco && diloco->pending()));
+      };
+      step_sync.progress = [&] {
+        if (diloco && diloco->pending()) diloco->progress(outer);
+        engine.sharded->params().progress();
+      };
     }
     events.begin_step(step, std::move(step_sync), &timer);
     const auto loss = forward_backward(engine, events, data, cfg, step, rank);
