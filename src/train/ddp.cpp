@@ -1,10 +1,14 @@
 #include "ddp.h"
 
+#include "sharded_optimizer.h"
+
 namespace atl::train {
 
 template <class Index>
-DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& cfg, Engine& engine)
+DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& cfg, Engine& engine,
+                                  bool reduce_scatter)
     : engine_(engine),
+      reduce_scatter_(reduce_scatter),
       E_(cfg.model.d_embed),
       scheme_(sync::make_scheme(cfg.sync)),
       dense_scheme_(sync::make_scheme(cfg.sync)),
@@ -36,7 +40,11 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   for (std::size_t c = before; c < comparison_.size(); ++c) comparison_.run(comm, c, local, E_);
   comparison_.check_rows(rows, E_);
   timer.start("dense_sync");
-  engine_.dense_sync->run(comm, *dense_scheme_);
+  if (reduce_scatter_ && engine_.sharded) {
+    engine_.sharded->reduce_scatter_grads(1.0 / world);
+  } else {
+    engine_.dense_sync->run(comm, *dense_scheme_);
+  }
   mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
   return rows;
 }

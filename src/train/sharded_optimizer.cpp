@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine.h"
+#include "flat_params.h"
 
 namespace atl::train {
 
@@ -39,7 +40,7 @@ void ShardedOptimizer::step(const RowGradient& rows, double dense_lr, double emb
   {
     torch::NoGradGuard no_grad;  // released before the group's collectives (SMPI)
     auto& pieces = params_.pieces();
-    for (std::size_t i = 0; i < pieces.size(); ++i) {  // the pieces' gradients: views
+    for (std::size_t i = 0; i < pieces.size() && !grads_ready_; ++i) {  // gradients: views
       const auto& p = engine_.dense[params_.param_of(i)];
       const auto& grad = p.grad();
       const auto n = pieces[i].numel();
@@ -50,10 +51,41 @@ void ShardedOptimizer::step(const RowGradient& rows, double dense_lr, double emb
     for (auto& g : dense_opt_->param_groups()) g.options().set_lr(dense_lr);
     dense_opt_->step();
     for (auto& piece : pieces) piece.mutable_grad().reset();
+    grads_ready_ = false;
     step_rows(rows, embed_lr, t);
   }
   gather_rows(rows);
   params_.release();
+}
+
+void ShardedOptimizer::reduce_scatter_grads(double scale) {
+  const int S = shards_.group_size();
+  FlatParams flat(engine_.dense);
+  std::vector<float> grads(flat.elements());
+  flat.gather_grads(grads);
+  std::vector<float> send;  // rank-major: every rank's pieces, each rank's in unit order
+  send.reserve(grads.size());
+  std::vector<std::size_t> counts;
+  for (int g = 0; g < S; ++g) {
+    counts.push_back(shards_.local_elements(g));
+    for (int u = 1; u < shards_.units(); ++u) {
+      const auto begin = grads.begin() + static_cast<std::ptrdiff_t>(shards_.piece_begin(u, g));
+      send.insert(send.end(), begin, begin + static_cast<std::ptrdiff_t>(shards_.piece_size(u, g)));
+    }
+  }
+  grads = {};
+  std::vector<float> mine(shards_.local_elements());
+  auto request = group_.ireduce_scatter<float>(send, counts, mine, comm::ReduceOp::sum);
+  group_.wait(request);
+  torch::NoGradGuard no_grad;
+  auto& pieces = params_.pieces();
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto n = pieces[i].numel();
+    const float* from = mine.data() + params_.local_offset_of(i);
+    pieces[i].mutable_grad() = torch::from_blob(const_cast<float*>(from), {n}, torch::kFloat)
+                                   .mul(static_cast<float>(scale));
+  }
+  grads_ready_ = true;
 }
 
 // The embedding: the rows of this rank's block, indexed within the block.

@@ -33,6 +33,11 @@ class ShardedOptimizer {
   // parameters released. Collective over the group.
   void step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t);
 
+  // The group's dense gradients reduce-scattered: this rank receives the sum over the group of
+  // its pieces' gradients, times `scale`, as the pieces' gradients for the next step() (instead
+  // of every rank averaging whole gradients by allreduce). Collective over the group.
+  void reduce_scatter_grads(double scale);
+
   ShardedParams& params() { return params_; }
   // The optimizer's state in bytes.
   std::size_t state_bytes() const;
@@ -50,6 +55,7 @@ class ShardedOptimizer {
   std::unique_ptr<torch::optim::Optimizer> dense_opt_;
   std::unique_ptr<LazyAdamW> embed_opt_;  // adamw only: moments of this rank's rows
   double weight_decay_;
+  bool grads_ready_ = false;  // the pieces' gradients were reduce-scattered for this step
 };
 
 }  // namespace atl::train

@@ -33,6 +33,10 @@ class ShardedParams {
   std::vector<torch::Tensor>& pieces() { return pieces_; }
   std::size_t param_of(std::size_t piece) const { return parts_[piece].param; }
   std::int64_t offset_of(std::size_t piece) const { return parts_[piece].offset; }
+  // Where a piece lies in this rank's local buffers (local_sgd_shards.h: its pieces in unit order).
+  std::size_t local_offset_of(std::size_t piece) const {
+    return shards_.local(parts_[piece].unit).begin + parts_[piece].at;
+  }
 
   // The pieces take the model's values (after a checkpoint was loaded into the model, which is
   // then whole).

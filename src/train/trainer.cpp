@@ -337,7 +337,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   if (mesh.group() && cfg.shard) engine.shard_optimizer(cfg, *mesh.group());
   if (cfg.strategy != "ddp") {
     local_sgd.emplace(cfg, engine, mesh.workers(), mesh.group());
-    if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine);
+    if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine, cfg.shard);
   }
   // Bytes this rank sent, on all its communicators.
   const auto bytes_sent = [&] {
