@@ -325,8 +325,8 @@ int main(int argc, char** argv) {
                    "edit (diloco + the pseudo-gradient penalty per layer) | aedit (edit with "
                    "time-based rounds: --sync-seconds)")
       ->check(CLI::IsMember({"ddp", "diloco", "edit", "aedit"}));
-  train_cmd->add_option("--sync-every", tc.sync_every,
-                        "diloco: inner steps H between synchronizations");
+  auto* sync_every = train_cmd->add_option("--sync-every", tc.sync_every,
+                                           "diloco, edit: inner steps H between synchronizations");
   train_cmd->add_option("--sync-warmup-steps", tc.sync_warmup_steps,
                         "diloco: data-parallel steps before local steps begin (not --warmup-steps, "
                         "the learning-rate warm-up)");
@@ -427,6 +427,13 @@ int main(int argc, char** argv) {
       for (auto& [opt, copy] : preset_fields) {
         if (opt->count() == 0) copy(p);
       }
+    }
+    // A flag the strategy would ignore (its default cannot be told from a value given).
+    if (train_cmd->parsed() && sync_every->count() > 0 && tc.strategy != "diloco" &&
+        tc.strategy != "edit") {
+      throw CLI::ValidationError(fmt::format(
+          "--sync-every applies to --strategy diloco or edit (this run has --strategy {}{})",
+          tc.strategy, tc.strategy == "aedit" ? ": its rounds are timed by --sync-seconds" : ""));
     }
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return (app.exit)(e);  // --help

@@ -269,6 +269,10 @@ expect_error step-weight-range "--step-weight 1.5 is not in \[0, 1\]" "${common[
   --strategy aedit --sync-seconds 1 --step-weight 1.5
 expect_error sync-seconds-edit "--sync-seconds applies to --strategy aedit only" "${common[@]}" \
   --strategy edit --sync-seconds 1
+expect_error sync-every-aedit "--sync-every applies to --strategy diloco or edit \(this run has --strategy aedit: its rounds are timed by --sync-seconds\)" \
+  "${common[@]}" --strategy aedit --sync-seconds 1 --sync-every 5
+expect_error sync-every-ddp "--sync-every applies to --strategy diloco or edit \(this run has --strategy ddp\)" \
+  "${common[@]}" --sync-every 5
 expect_error timeline-unwritable "--timeline|/proc/atoll-no-such-dir/t.jsonl" "${common[@]}" \
   --strategy edit --timeline /proc/atoll-no-such-dir/t.jsonl
 expect_error ewma-alpha "--ewma-alpha" "${common[@]}" --strategy edit --ewma-alpha 1.5
