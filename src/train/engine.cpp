@@ -22,18 +22,8 @@ Engine::Engine(comm::Communicator& comm, const TrainConfig& cfg)
     dense_names.push_back(np.key());
     (np.value().dim() >= 2 ? decay : no_decay).push_back(np.value());
   }
-  if (cfg.optimizer == "sgd") {
-    dense_opt = std::make_unique<torch::optim::SGD>(dense, torch::optim::SGDOptions(cfg.lr));
-  } else {
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay,
-                        std::make_unique<torch::optim::AdamWOptions>(
-                            torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay)));
-    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                      torch::optim::AdamWOptions(cfg.lr).weight_decay(0)));
-    dense_opt = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(cfg.lr));
-    embed_opt = std::make_unique<LazyAdamW>(embedding);
-  }
+  dense_opt = dense_optimizer(cfg, dense, std::move(decay), std::move(no_decay));
+  if (cfg.optimizer != "sgd") embed_opt = std::make_unique<LazyAdamW>(embedding);
   dense_sync = std::make_unique<DenseSync>(dense, cfg.bucket_bytes, cfg.topk);
 }
 
@@ -84,13 +74,7 @@ std::size_t Engine::parameter_bytes() const {
 
 std::size_t Engine::optimizer_state_bytes() const {
   if (sharded) return sharded->state_bytes();
-  std::size_t n = embed_opt ? embed_opt->state_bytes() : 0;
-  for (const auto& [key, state] : dense_opt->state()) {
-    if (const auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
-      n += static_cast<std::size_t>(a->exp_avg().numel() + a->exp_avg_sq().numel()) * sizeof(float);
-    }
-  }
-  return n;
+  return (embed_opt ? embed_opt->state_bytes() : 0) + adamw_state_bytes(*dense_opt);
 }
 
 void Engine::save(torch::serialize::OutputArchive& ar) {
@@ -122,6 +106,32 @@ void Engine::load_residual(torch::serialize::InputArchive& ar, const std::string
     ar.read(key, residual, true);
     topk->set_residual(residual);
   }
+}
+
+std::unique_ptr<torch::optim::Optimizer> dense_optimizer(const TrainConfig& cfg,
+                                                         const std::vector<torch::Tensor>& params,
+                                                         std::vector<torch::Tensor> decay,
+                                                         std::vector<torch::Tensor> no_decay) {
+  if (cfg.optimizer == "sgd") {
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(cfg.lr));
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::move(decay),
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay)));
+  groups.emplace_back(std::move(no_decay), std::make_unique<torch::optim::AdamWOptions>(
+                                               torch::optim::AdamWOptions(cfg.lr).weight_decay(0)));
+  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(cfg.lr));
+}
+
+std::size_t adamw_state_bytes(const torch::optim::Optimizer& optimizer) {
+  std::size_t n = 0;
+  for (const auto& [key, state] : optimizer.state()) {
+    if (const auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
+      n += static_cast<std::size_t>(a->exp_avg().numel() + a->exp_avg_sq().numel());
+    }
+  }
+  return n * sizeof(float);
 }
 
 std::vector<StateShards::Range> dense_unit_ranges(const Engine& engine, int layers) {

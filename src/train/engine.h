@@ -71,6 +71,15 @@ struct Engine {
   void load_residual(torch::serialize::InputArchive& ar, const std::string& key);
 };
 
+// The dense inner optimizer of --optimizer over `params` (SGD), or AdamW with weight decay on
+// `decay` (the matrices) and none on `no_decay`; Engine's and the sharded optimizer's.
+std::unique_ptr<torch::optim::Optimizer> dense_optimizer(const TrainConfig& config,
+                                                         const std::vector<torch::Tensor>& params,
+                                                         std::vector<torch::Tensor> decay,
+                                                         std::vector<torch::Tensor> no_decay);
+// Bytes of AdamW's moments in `optimizer`'s state (0 for SGD).
+std::size_t adamw_state_bytes(const torch::optim::Optimizer& optimizer);
+
 // Each model unit's range of the flat buffer of `engine.dense` (model.h; unit 0, the embedding,
 // has none): a unit's dense parameters are consecutive in registration order.
 std::vector<StateShards::Range> dense_unit_ranges(const Engine& engine, int layers);

@@ -154,9 +154,9 @@ void LocalSgd<Index>::unit_to_model(int unit) {
         unit, std::span<const float>(outer_dense_).subspan(r.begin, r.size()));
     return;
   }
-  const auto full =
-      shards_.gather_unit(unit, std::span<const float>(outer_dense_).subspan(r.begin, r.size()));
-  dense_.scatter_part(full, shards_.full(unit).begin);
+  // Not sharded: this rank holds the whole unit.
+  dense_.scatter_part(std::span<const float>(outer_dense_).subspan(r.begin, r.size()),
+                      shards_.full(unit).begin);
 }
 
 template <class Index>

@@ -70,10 +70,6 @@ std::vector<float> StateShards::gather(std::span<const float> mine,
   return out;
 }
 
-std::vector<float> StateShards::gather_unit(int unit, std::span<const float> piece) {
-  return gather(piece, piece_counts_[static_cast<std::size_t>(unit)]);
-}
-
 std::vector<float> StateShards::gather_rows(std::span<const float> block) {
   return gather(block, row_elements_);
 }

@@ -50,9 +50,6 @@ class StateShards {
   // Element-wise sums over the group, added in rank order (the same bits on every rank).
   // Unsharded: `values` unchanged. Collective over the group.
   std::vector<double> sum_over_group(std::vector<double> values);
-  // Unit u's values from every rank's piece (`piece`: this rank's, local(u).size() elements).
-  // Collective over the group.
-  std::vector<float> gather_unit(int unit, std::span<const float> piece);
   // The whole embedding (rows × width, row-major) from every rank's block. Collective.
   std::vector<float> gather_rows(std::span<const float> block);
 

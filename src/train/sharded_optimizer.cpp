@@ -20,17 +20,8 @@ ShardedOptimizer::ShardedOptimizer(Engine& engine, const TrainConfig& cfg,
   auto& pieces = params_.pieces();
   for (std::size_t i = 0; i < pieces.size(); ++i)
     (engine.dense[params_.param_of(i)].dim() >= 2 ? decay : no_decay).push_back(pieces[i]);
-  if (cfg.optimizer == "sgd") {
-    dense_opt_ = std::make_unique<torch::optim::SGD>(pieces, torch::optim::SGDOptions(cfg.lr));
-    return;
-  }
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay,
-                      std::make_unique<torch::optim::AdamWOptions>(
-                          torch::optim::AdamWOptions(cfg.lr).weight_decay(cfg.weight_decay)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                    torch::optim::AdamWOptions(cfg.lr).weight_decay(0)));
-  dense_opt_ = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(cfg.lr));
+  dense_opt_ = dense_optimizer(cfg, pieces, std::move(decay), std::move(no_decay));
+  if (cfg.optimizer == "sgd") return;
   embed_opt_ = std::make_unique<LazyAdamW>(
       engine.embedding.detach().narrow(0, shards_.row_begin(), shards_.rows()));
 }
@@ -143,13 +134,7 @@ void ShardedOptimizer::gather_rows(const RowGradient& rows) {
 }
 
 std::size_t ShardedOptimizer::state_bytes() const {
-  std::size_t n = embed_opt_ ? embed_opt_->state_bytes() : 0;
-  for (const auto& [key, state] : dense_opt_->state()) {
-    if (const auto* a = dynamic_cast<const torch::optim::AdamWParamState*>(state.get())) {
-      n += static_cast<std::size_t>(a->exp_avg().numel() + a->exp_avg_sq().numel()) * sizeof(float);
-    }
-  }
-  return n;
+  return (embed_opt_ ? embed_opt_->state_bytes() : 0) + adamw_state_bytes(*dense_opt_);
 }
 
 void ShardedOptimizer::save(torch::serialize::OutputArchive& ar) const {
