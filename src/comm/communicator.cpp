@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <thread>
 
@@ -76,9 +77,11 @@ int checked_count(std::size_t count, int rank, const char* op) {
 // Largest block moved by one point-to-point or broadcast call (bytes); bigger buffers are chunked.
 constexpr std::size_t kChunkBytes = std::size_t{1} << 30;
 
-// Message tags: 0 sendrecv, 1 send/recv; from kFirstRequestTag on, two per non-blocking request
-// (one per stage), kRequestTagWindow requests before they repeat (MPI guarantees tags <= 32767).
-constexpr int kFirstRequestTag = 2;
+// Message tags: 0 sendrecv, 1 send/recv, kExchangeTag the point-to-point alltoall(v) (see
+// exchange_point_to_point); from kFirstRequestTag on, two per non-blocking request (one per stage),
+// kRequestTagWindow requests before they repeat (MPI guarantees tags <= 32767).
+constexpr int kExchangeTag = 2;
+constexpr int kFirstRequestTag = 3;
 constexpr int kRequestTagWindow = 16000;
 
 bool mpi_finalized() {
@@ -102,6 +105,58 @@ int ranks_on_node_of(MPI_Comm comm, int rank, int size) {
   (void)rank;
 #endif
   return on_node;
+}
+
+// Whether alltoall and alltoallv run as exchange_linear instead of MPI_Alltoall(v): under SMPI,
+// at world sizes that are not powers of two. There SimGrid 3.32's `ompi` selector (the one
+// scripts/simulate sets) picks its `pair` algorithms, which refuse such sizes ("alltoallv pair
+// algorithm can't be used with non power of two number of processes"), for alltoallv at 3, 65-127
+// and 257-1023 ranks and for alltoall at 3-7 ranks with blocks of 512 KiB to 1 MiB (and at some
+// sizes from 64 ranks up); at the other sizes below 64 it picks basic_linear, the message pattern
+// exchange_linear repeats (alltoall of blocks under 512 bytes at 17-31 and 33-63 ranks: Bruck).
+// Powers of two keep the library's choice, so the simulated times measured there
+// (docs/results/) are unchanged. Open MPI's own selection runs at every size.
+bool exchange_point_to_point(int size) {
+#ifdef ATOLL_SMPI
+  return (size & (size - 1)) != 0;
+#else
+  (void)size;
+  return false;
+#endif
+}
+
+// Personalised exchange by point-to-point messages, as Open MPI's basic_linear alltoallv (and
+// SMPI's ompi_basic_linear) does it: the own block copied, a receive from every peer posted, then a
+// send to every peer, all awaited together. Empty blocks are sent too: one message per pair and
+// call keeps consecutive exchanges matched in order (one tag). Counts and displacements are in
+// elements of `t` (`elem_bytes` each). Returns an MPI error code.
+int exchange_linear(const char* send, const int* send_counts, const int* send_displs, char* recv,
+                    const int* recv_counts, const int* recv_displs, MPI_Datatype t,
+                    std::size_t elem_bytes, int rank, int size, MPI_Comm comm) {
+  if (send_counts[rank] > recv_counts[rank]) return MPI_ERR_TRUNCATE;
+  if (send_counts[rank] > 0) {
+    std::memcpy(recv + static_cast<std::size_t>(recv_displs[rank]) * elem_bytes,
+                send + static_cast<std::size_t>(send_displs[rank]) * elem_bytes,
+                static_cast<std::size_t>(send_counts[rank]) * elem_bytes);
+  }
+  if (size == 1) return MPI_SUCCESS;
+  std::vector<MPI_Request> requests;
+  requests.reserve(2 * static_cast<std::size_t>(size - 1));
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) continue;
+    requests.push_back(MPI_REQUEST_NULL);
+    const int rc = MPI_Irecv(recv + static_cast<std::size_t>(recv_displs[q]) * elem_bytes,
+                             recv_counts[q], t, q, kExchangeTag, comm, &requests.back());
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) continue;
+    requests.push_back(MPI_REQUEST_NULL);
+    const int rc = MPI_Isend(send + static_cast<std::size_t>(send_displs[q]) * elem_bytes,
+                             send_counts[q], t, q, kExchangeTag, comm, &requests.back());
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
 }
 
 }  // namespace
@@ -678,7 +733,17 @@ void Communicator::progress(Request& request) {
 void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_each) {
   impl_->post_pending_stages(rank_);
   MPI_Datatype t = impl_->element_type(bytes_each);
-  impl_->check(MPI_Alltoall(send, 1, t, recv, 1, t, impl_->comm), rank_, "MPI_Alltoall");
+  if (exchange_point_to_point(size_)) {
+    const std::vector<int> ones(static_cast<std::size_t>(size_), 1);
+    std::vector<int> displs(ones.size());
+    std::iota(displs.begin(), displs.end(), 0);
+    impl_->check(exchange_linear(static_cast<const char*>(send), ones.data(), displs.data(),
+                                 static_cast<char*>(recv), ones.data(), displs.data(), t,
+                                 bytes_each, rank_, size_, impl_->comm),
+                 rank_, "MPI_Isend/MPI_Irecv (alltoall)");
+  } else {
+    impl_->check(MPI_Alltoall(send, 1, t, recv, 1, t, impl_->comm), rank_, "MPI_Alltoall");
+  }
   traffic_.bytes_sent += bytes_each * (size_ - 1);
   traffic_.bytes_received += bytes_each * (size_ - 1);
 }
@@ -709,9 +774,16 @@ void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> 
     }
   }
   MPI_Datatype t = impl_->element_type(elem_bytes);
-  impl_->check(
-      MPI_Alltoallv(send, sc.data(), sd.data(), t, recv, rc.data(), rd.data(), t, impl_->comm),
-      rank_, "MPI_Alltoallv");
+  if (exchange_point_to_point(size_)) {
+    impl_->check(exchange_linear(static_cast<const char*>(send), sc.data(), sd.data(),
+                                 static_cast<char*>(recv), rc.data(), rd.data(), t, elem_bytes,
+                                 rank_, size_, impl_->comm),
+                 rank_, "MPI_Isend/MPI_Irecv (alltoallv)");
+  } else {
+    impl_->check(
+        MPI_Alltoallv(send, sc.data(), sd.data(), t, recv, rc.data(), rd.data(), t, impl_->comm),
+        rank_, "MPI_Alltoallv");
+  }
 }
 
 void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int dest, void* recv,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/simulate reports failures: non-zero exit and a message naming the failure when the
-# simulation deadlocks, a rank fails or throws, an MPI call errs (MPI_ERR_*), or the program prints
-# nothing; 0 for a good run.
+# simulation deadlocks, a rank fails, throws or calls MPI_Abort, an MPI call errs (MPI_ERR_*), an
+# SMPI collective algorithm refuses the number of ranks, or the program prints nothing; 0 for a
+# good run.
 # Platforms: hosts from <host id=...> elements too; scripts/make-platform validates its arguments.
 # usage: simulate_failures_test.sh SIMULATE_FAILURES_SMPI (tests/sim/simulate_failures.cpp)
 set -uo pipefail
@@ -32,6 +33,14 @@ expect_simulate failing-rank nonzero "simulate: FAILED: rank\(s\) 1: the program
 expect_simulate throwing-rank nonzero "simulate: FAILED: rank\(s\) 1: the program failed" cluster-16x25g 2 -- throw
 expect_simulate mpi-error nonzero "simulate: FAILED: rank\(s\) 1: an MPI call failed: MPI_ERR_TRUNCATE" \
   cluster-16x25g 2 -- truncate
+# Every rank prints its result, then calls MPI_Abort (as atoll does on a fatal error): SMPI kills the
+# job and smpirun exits 0.
+expect_simulate mpi-abort nonzero "simulate: FAILED: rank\(s\) [0-9,]+: the program aborted the job \(MPI_Abort" \
+  cluster-16x25g 3 -- abort
+# An SMPI collective algorithm refuses the number of ranks; the program catches that and exits 0.
+expect_simulate refused-algorithm nonzero \
+  "simulate: FAILED: SMPI refused a collective algorithm: alltoallv pair algorithm can't be used" \
+  --cfg smpi/alltoallv:pair cluster-16x25g 3 -- refused
 expect_simulate no-output nonzero "simulate: FAILED: the program printed nothing on stdout" cluster-16x25g 2 -- silent
 expect_simulate no-output-allowed 0 "" --allow-no-output cluster-16x25g 2 -- silent
 
