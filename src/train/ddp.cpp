@@ -6,9 +6,10 @@ namespace atl::train {
 
 template <class Index>
 DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& cfg, Engine& engine,
-                                  bool reduce_scatter)
+                                  bool reduce_scatter, comm::Communicator* across)
     : engine_(engine),
       reduce_scatter_(reduce_scatter),
+      across_(across),
       E_(cfg.model.d_embed),
       scheme_(sync::make_scheme(cfg.sync)),
       dense_scheme_(sync::make_scheme(cfg.sync)),
@@ -41,7 +42,7 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   comparison_.check_rows(rows, E_);
   timer.start("dense_sync");
   if (reduce_scatter_ && engine_.sharded) {
-    engine_.sharded->reduce_scatter_grads(1.0 / world);
+    engine_.sharded->reduce_scatter_grads(1.0 / world, across_);
   } else {
     engine_.dense_sync->run(comm, *dense_scheme_);
   }

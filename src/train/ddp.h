@@ -23,11 +23,12 @@ template <class Index>
 class DataParallel {
  public:
   // Prepares the schemes (auto's probe runs here, outside every timed step). Collective.
-  // `reduce_scatter`: the 2-D mesh's shard group with sharded parameters: the dense gradients
-  // are reduce-scattered to the ranks' pieces (the engine's sharded optimizer steps them) instead
-  // of averaged whole.
+  // `reduce_scatter`: the 2-D mesh with sharded parameters: the dense gradients are
+  // reduce-scattered in the shard group to the ranks' pieces (the engine's sharded optimizer
+  // steps them) instead of averaged whole; with `across` (ddp over all ranks: the mesh's sync
+  // group), the pieces' sums are then allreduced across the groups.
   DataParallel(comm::Communicator& comm, const TrainConfig& config, Engine& engine,
-               bool reduce_scatter = false);
+               bool reduce_scatter = false, comm::Communicator* across = nullptr);
 
   // One step's synchronization after the backward pass (collective), timed as the phases "wait",
   // "compare", "embedding_sync", "rows", "dense_sync": the embedding gradient `local` summed and
@@ -43,6 +44,7 @@ class DataParallel {
  private:
   Engine& engine_;
   bool reduce_scatter_;
+  comm::Communicator* across_;
   std::int64_t E_;
   std::unique_ptr<sync::SyncScheme> scheme_, dense_scheme_;  // the top-k path has its own buffers
   SchemeComparison<Index> comparison_;

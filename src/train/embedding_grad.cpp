@@ -3,8 +3,11 @@
 namespace atl::train {
 
 template <class Index>
-sparse::SparseGradient<Index> embedding_gradient(const torch::Tensor& weight) {
-  const auto V = weight.size(0), E = weight.size(1);
+sparse::SparseGradient<Index> embedding_gradient(const torch::Tensor& weight,
+                                                 const torch::Tensor& rows_held,
+                                                 std::int64_t vocab) {
+  const bool compact = rows_held.defined();
+  const auto V = compact ? vocab : weight.size(0), E = weight.size(1);
   sparse::SparseGradient<Index> g;
   g.elements = static_cast<std::uint64_t>(V * E);
   const auto& grad = weight.grad();
@@ -13,6 +16,7 @@ sparse::SparseGradient<Index> embedding_gradient(const torch::Tensor& weight) {
   auto rows = coalesced._indices()[0].contiguous();
   auto values = coalesced._values().contiguous();
   const auto n = rows.size(0);
+  if (compact) rows = rows_held.index_select(0, rows);  // compact rows -> ids (still sorted)
   const auto* r = rows.data_ptr<std::int64_t>();
   const auto* v = values.data_ptr<float>();
   g.indices.resize(static_cast<std::size_t>(n * E));
@@ -24,7 +28,11 @@ sparse::SparseGradient<Index> embedding_gradient(const torch::Tensor& weight) {
   return g;
 }
 
-template sparse::SparseGradient<std::uint32_t> embedding_gradient(const torch::Tensor&);
-template sparse::SparseGradient<std::uint64_t> embedding_gradient(const torch::Tensor&);
+template sparse::SparseGradient<std::uint32_t> embedding_gradient(const torch::Tensor&,
+                                                                  const torch::Tensor&,
+                                                                  std::int64_t);
+template sparse::SparseGradient<std::uint64_t> embedding_gradient(const torch::Tensor&,
+                                                                  const torch::Tensor&,
+                                                                  std::int64_t);
 
 }  // namespace atl::train

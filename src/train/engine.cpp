@@ -8,7 +8,7 @@
 namespace atl::train {
 
 Engine::Engine(comm::Communicator& comm, const TrainConfig& cfg)
-    : model(cfg.model), weight_decay(cfg.weight_decay) {
+    : model(cfg.model), vocab(cfg.model.vocab), weight_decay(cfg.weight_decay) {
   // No torch guard may span a communicator call: under SMPI all ranks share one OS thread, and
   // torch's grad mode is thread-local (a guard held across a yield leaks into other ranks).
   for (auto& p : model->parameters()) {
@@ -52,10 +52,19 @@ void Engine::inner_step(const RowGradient& rows, double dense_lr, double embed_l
   }
 }
 
-void Engine::with_full_params(const std::function<void()>& f) {
+void Engine::with_full_params(std::span<const std::int64_t> ids, const std::function<void()>& f) {
   gather_params();
+  gather_embedding(ids);
   f();
   release_params();
+}
+
+void Engine::gather_embedding(std::span<const std::int64_t> ids) {
+  if (sharded) sharded->embedding().gather(ids);
+}
+
+torch::Tensor Engine::embedding_block() {
+  return sharded ? sharded->embedding().block() : embedding.detach();
 }
 
 void Engine::gather_params() {
@@ -63,13 +72,16 @@ void Engine::gather_params() {
 }
 
 void Engine::release_params() {
-  if (sharded) sharded->params().release();
+  if (!sharded) return;
+  sharded->params().release();
+  sharded->embedding().release();
 }
 
 std::size_t Engine::parameter_bytes() const {
   std::size_t n = 0;
   for (const auto& p : model->parameters()) n += static_cast<std::size_t>(p.numel());
-  return n * sizeof(float) + (sharded ? sharded->params().bytes() : 0);
+  if (sharded) n += (sharded->params().bytes() + sharded->embedding().bytes()) / sizeof(float);
+  return n * sizeof(float);
 }
 
 std::size_t Engine::optimizer_state_bytes() const {

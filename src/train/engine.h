@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ class ShardedOptimizer;
 
 struct Engine {
   Gpt model;
-  torch::Tensor embedding;               // model->tok->weight
+  torch::Tensor embedding;               // model->tok->weight (sharded: the rows a step uses)
+  std::int64_t vocab = 0;                // the embedding's rows (the whole table)
   std::vector<torch::Tensor> dense;      // every other parameter, in registration order
   std::vector<std::string> dense_names;  // their names ("blocks.3.fc.weight", ...)
   std::unique_ptr<torch::optim::Optimizer> dense_opt;
@@ -34,7 +36,8 @@ struct Engine {
   double weight_decay = 0;
   // The 2-D mesh, sharded: the inner optimizer's state and the dense parameters split over the
   // shard group (its steps then run there; dense_opt and embed_opt stay unused and hold no
-  // state). Between steps the model's dense parameters are then released (sharded_params.h).
+  // state). Between steps the model's dense parameters and embedding table are then released
+  // (sharded_params.h, sharded_embedding.h).
   std::unique_ptr<ShardedOptimizer> sharded;
 
   // The same initialisation on every rank (seeded by the caller), then rank 0's parameters
@@ -48,12 +51,16 @@ struct Engine {
   // and the embedding's rows.
   void inner_step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t);
 
-  // Runs f with the whole model (sharded: every unit gathered first, released after).
-  // Collective over the shard group when sharded.
-  void with_full_params(const std::function<void()>& f);
-  // Sharded: every unit gathered (before a checkpoint is written), and released again.
+  // Runs f with the whole model, for the token ids `ids` (sharded: every unit and the rows of the
+  // group's ids gathered first, released after). Collective over the shard group when sharded.
+  void with_full_params(std::span<const std::int64_t> ids, const std::function<void()>& f);
+  // Sharded: the embedding rows of the group's `ids` gathered (collective over the group).
+  void gather_embedding(std::span<const std::int64_t> ids);
+  // Sharded: every dense unit gathered (before a checkpoint is written), and released again.
   void gather_params();
   void release_params();
+  // The embedding rows this rank keeps between steps: its block (sharded), or the whole table.
+  torch::Tensor embedding_block();
 
   // Bytes this rank holds in the model's parameters (sharded: the embedding and its pieces of the
   // dense parameters, between steps) and in the inner optimizers' state.

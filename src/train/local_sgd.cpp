@@ -19,8 +19,8 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int workers,
       outer_momentum_(cfg.outer_momentum),
       layers_(unit_count(cfg.model.layers)),
       group_(group),
-      shards_(dense_unit_ranges(engine, cfg.model.layers), engine.embedding.size(0),
-              engine.embedding.size(1), cfg.shard ? group : nullptr),
+      shards_(dense_unit_ranges(engine, cfg.model.layers), engine.vocab, engine.embedding.size(1),
+              cfg.shard ? group : nullptr),
       step_weight_(cfg.step_weight),
       fault_(parse_faults(cfg.inject_fault).corrupt) {
   const int world = workers;
@@ -46,10 +46,9 @@ void LocalSgd<Index>::begin_step(comm::Communicator& comm, int step) {
     read_unit(u, std::span<float>(outer_dense_).subspan(r.begin, r.size()));
   }
   momentum_dense_.assign(shards_.local_elements(), 0.0f);
-  outer_embedding_ =
-      engine_.embedding.detach().narrow(0, shards_.row_begin(), shards_.rows()).clone();
+  outer_embedding_ = engine_.embedding_block().clone();  // this rank's block (all rows unsharded)
   momentum_embedding_ = torch::zeros_like(outer_embedding_);
-  touched_.assign(static_cast<std::size_t>(engine_.embedding.size(0)), 0);
+  touched_.assign(static_cast<std::size_t>(engine_.vocab), 0);
   started_ = true;
 }
 
@@ -106,11 +105,12 @@ void LocalSgd<Index>::weigh_by_steps(std::vector<double>& weights) const {
 
 // Δ over this rank's block of rows (all rows unsharded), indexed within the block.
 template <class Index>
-sparse::SparseGradient<Index> LocalSgd<Index>::embedding_pseudo_gradient() const {
+sparse::SparseGradient<Index> LocalSgd<Index>::embedding_pseudo_gradient() {
   const auto E = static_cast<std::size_t>(engine_.embedding.size(1));
   const auto first = static_cast<std::size_t>(shards_.row_begin());
   const auto rows = static_cast<std::size_t>(shards_.rows());
-  const float* theta = engine_.embedding.data_ptr<float>() + first * E;
+  const auto block = engine_.embedding_block();
+  const float* theta = block.data_ptr<float>();
   const float* outer = outer_embedding_.data_ptr<float>();
   sparse::SparseGradient<Index> g;
   g.elements = rows * E;
@@ -161,6 +161,11 @@ void LocalSgd<Index>::unit_to_model(int unit) {
 
 template <class Index>
 void LocalSgd<Index>::embedding_to_model() {
+  if (engine_.sharded) {  // this rank's block; a step gathers the rows it uses from the blocks
+    torch::NoGradGuard no_grad;
+    engine_.embedding_block().copy_(outer_embedding_);
+    return;
+  }
   const auto n = static_cast<std::size_t>(outer_embedding_.numel());
   const auto full = shards_.gather_rows({outer_embedding_.data_ptr<float>(), n});
   torch::NoGradGuard no_grad;  // released before any MPI call (SMPI switches ranks there)
@@ -408,7 +413,7 @@ void LocalSgd<Index>::with_outer_params(comm::Communicator& comm, const std::fun
   } else {
     dense_.gather_values(mine);
   }
-  auto my_embedding = engine_.embedding.detach().clone();
+  auto my_embedding = engine_.embedding_block().clone();
   for (int u = 1; u < layers_; ++u) unit_to_model(u);
   embedding_to_model();
   f();
@@ -422,7 +427,7 @@ void LocalSgd<Index>::with_outer_params(comm::Communicator& comm, const std::fun
     dense_.scatter_values(mine);
   }
   torch::NoGradGuard no_grad;
-  engine_.embedding.detach().copy_(my_embedding);
+  engine_.embedding_block().copy_(my_embedding);
 }
 
 template class LocalSgd<std::uint32_t>;

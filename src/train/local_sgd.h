@@ -120,7 +120,7 @@ class LocalSgd {
   bool clipping() const;
   double clip_scale_of(double norm) const;
   double clip_scale(int unit);  // collective over the shard group when sharded and clipping
-  sparse::SparseGradient<Index> embedding_pseudo_gradient() const;
+  sparse::SparseGradient<Index> embedding_pseudo_gradient();
   // edit: per-layer weights of this worker from one allgather of every worker's layer norms (the
   // same decisions on every rank); applies them to Δ (dense and embedding values) in place.
   void penalize(comm::Communicator& comm, sparse::SparseGradient<Index>& embedding);
@@ -128,8 +128,8 @@ class LocalSgd {
   void weigh_by_steps(std::vector<double>& weights) const;
   void outer_step_dense(std::size_t begin, std::size_t end, double scale);
   void outer_step_embedding(const RowGradient& rows, double scale);
-  // θ̄ of unit u (of the embedding) into this worker's model; gathered over the shard group when
-  // sharded (collective there).
+  // θ̄ of unit u (of the embedding) into this worker's model: unsharded, the whole unit; sharded,
+  // this rank's piece (block of rows), gathered before the unit's next use.
   void unit_to_model(int unit);
   void read_unit(int unit, std::span<float> out);
   void embedding_to_model();

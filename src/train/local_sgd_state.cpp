@@ -53,7 +53,7 @@ void LocalSgd<Index>::load_shared(torch::serialize::InputArchive& ar) {
   if (!outer_embedding_.sizes().equals(block) || !momentum_embedding_.sizes().equals(block)) {
     throw std::runtime_error("checkpoint: the synchronized embedding has the wrong shape");
   }
-  touched_.assign(static_cast<std::size_t>(engine_.embedding.size(0)), 0);
+  touched_.assign(static_cast<std::size_t>(engine_.vocab), 0);
   if (penalty_) {
     torch::Tensor state;
     ar.read("edit_penalty_state", state, true);

@@ -84,7 +84,8 @@ torch::Tensor GptImpl::loss(const torch::Tensor& tokens, LayerHooks* hooks) {
     }
     return out;
   };
-  auto x = unit(0, [&] { return tok(inputs); });
+  auto x = unit(
+      0, [&] { return tok(tok_rows.defined() ? torch::searchsorted(tok_rows, inputs) : inputs); });
   x = unit(1, [&] {
     auto y = embed_proj ? embed_proj(x) : x;
     return y + pos(torch::arange(T, torch::kLong)).unsqueeze(0);

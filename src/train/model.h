@@ -55,6 +55,9 @@ struct GptImpl : torch::nn::Module {
   torch::nn::Linear head_full{nullptr};
   torch::nn::AdaptiveLogSoftmaxWithLoss head_adaptive{nullptr};
   torch::Tensor causal_mask;  // T × T, true above the diagonal (not a parameter)
+  // The token ids whose rows `tok` holds, sorted (the 2-D mesh's sharded embedding keeps only the
+  // rows a batch uses: sharded_embedding.h); undefined: the whole table, row = id.
+  torch::Tensor tok_rows;
 };
 TORCH_MODULE(Gpt);
 

@@ -14,6 +14,7 @@ ShardedOptimizer::ShardedOptimizer(Engine& engine, const TrainConfig& cfg,
       params_(engine.dense, dense_unit_ranges(engine, cfg.model.layers), engine.embedding.size(0),
               engine.embedding.size(1), group),
       shards_(params_.shards()),
+      embedding_(engine.model, shards_, group),
       weight_decay_(cfg.weight_decay) {
   // AdamW decays matrices only (as Engine's optimizer).
   std::vector<torch::Tensor> decay, no_decay;
@@ -22,8 +23,7 @@ ShardedOptimizer::ShardedOptimizer(Engine& engine, const TrainConfig& cfg,
     (engine.dense[params_.param_of(i)].dim() >= 2 ? decay : no_decay).push_back(pieces[i]);
   dense_opt_ = dense_optimizer(cfg, pieces, std::move(decay), std::move(no_decay));
   if (cfg.optimizer == "sgd") return;
-  embed_opt_ = std::make_unique<LazyAdamW>(
-      engine.embedding.detach().narrow(0, shards_.row_begin(), shards_.rows()));
+  embed_opt_ = std::make_unique<LazyAdamW>(embedding_.block());
 }
 
 void ShardedOptimizer::step(const RowGradient& rows, double dense_lr, double embed_lr,
@@ -45,11 +45,11 @@ void ShardedOptimizer::step(const RowGradient& rows, double dense_lr, double emb
     grads_ready_ = false;
     step_rows(rows, embed_lr, t);
   }
-  gather_rows(rows);
   params_.release();
+  embedding_.release();
 }
 
-void ShardedOptimizer::reduce_scatter_grads(double scale) {
+void ShardedOptimizer::reduce_scatter_grads(double scale, comm::Communicator* across) {
   const int S = shards_.group_size();
   FlatParams flat(engine_.dense);
   std::vector<float> grads(flat.elements());
@@ -68,6 +68,7 @@ void ShardedOptimizer::reduce_scatter_grads(double scale) {
   std::vector<float> mine(shards_.local_elements());
   auto request = group_.ireduce_scatter<float>(send, counts, mine, comm::ReduceOp::sum);
   group_.wait(request);
+  if (across) across->allreduce(std::span<float>(mine), comm::ReduceOp::sum);
   torch::NoGradGuard no_grad;
   auto& pieces = params_.pieces();
   for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -90,7 +91,7 @@ void ShardedOptimizer::step_rows(const RowGradient& rows, double lr, std::int64_
     const auto from = rows.values.begin() + static_cast<std::ptrdiff_t>(k * E);
     mine.values.insert(mine.values.end(), from, from + static_cast<std::ptrdiff_t>(E));
   }
-  auto block = engine_.embedding.detach().narrow(0, first, shards_.rows());
+  auto& block = embedding_.block();
   if (embed_opt_) {
     embed_opt_->step(block, mine, lr, weight_decay_, t);
     return;
@@ -102,37 +103,6 @@ void ShardedOptimizer::step_rows(const RowGradient& rows, double lr, std::int64_
       w[static_cast<std::size_t>(mine.rows[k]) * E + j] -= rate * mine.values[k * E + j];
 }
 
-// The updated embedding rows (every rank knows which: `rows`) from their owners.
-void ShardedOptimizer::gather_rows(const RowGradient& rows) {
-  const int S = shards_.group_size(), me = group_.rank();
-  const auto E = static_cast<std::size_t>(engine_.embedding.size(1));
-  std::vector<std::vector<std::int64_t>> owned(static_cast<std::size_t>(S));
-  for (auto row : rows.rows) {
-    int g = 0;
-    while (g + 1 < S && row >= shards_.row_begin(g + 1)) ++g;
-    owned[static_cast<std::size_t>(g)].push_back(row);
-  }
-  float* table = engine_.embedding.detach().data_ptr<float>();
-  std::vector<float> mine;
-  for (auto row : owned[static_cast<std::size_t>(me)])
-    mine.insert(mine.end(), table + row * static_cast<std::int64_t>(E),
-                table + (row + 1) * static_cast<std::int64_t>(E));
-  std::vector<std::size_t> counts(static_cast<std::size_t>(S));
-  std::size_t total = 0;
-  for (int g = 0; g < S; ++g)
-    total += counts[static_cast<std::size_t>(g)] = owned[static_cast<std::size_t>(g)].size() * E;
-  std::vector<float> all(total);
-  auto request = group_.iallgatherv<float>(mine, counts, all);
-  group_.wait(request);
-  std::size_t at = 0;
-  for (int g = 0; g < S; ++g) {
-    for (auto row : owned[static_cast<std::size_t>(g)]) {
-      if (g != me) std::copy_n(all.data() + at, E, table + row * static_cast<std::int64_t>(E));
-      at += E;
-    }
-  }
-}
-
 std::size_t ShardedOptimizer::state_bytes() const {
   return (embed_opt_ ? embed_opt_->state_bytes() : 0) + adamw_state_bytes(*dense_opt_);
 }
@@ -142,6 +112,7 @@ void ShardedOptimizer::save(torch::serialize::OutputArchive& ar) const {
   dense_opt_->save(opt_ar);
   ar.write("sharded_dense_optimizer", opt_ar);
   if (embed_opt_) embed_opt_->save(ar, "sharded_embed_adam");
+  embedding_.save(ar);
 }
 
 void ShardedOptimizer::load(torch::serialize::InputArchive& ar) {
@@ -149,6 +120,7 @@ void ShardedOptimizer::load(torch::serialize::InputArchive& ar) {
   ar.read("sharded_dense_optimizer", opt_ar);
   dense_opt_->load(opt_ar);
   if (embed_opt_) embed_opt_->load(ar, "sharded_embed_adam");
+  embedding_.load(ar);
 }
 
 }  // namespace atl::train

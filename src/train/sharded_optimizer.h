@@ -3,8 +3,9 @@
 // local SGD's state, local_sgd_shards.h: per unit 1/S of the dense parameters, 1/S of the
 // embedding's rows) and updates that share from the averaged gradient. The dense parameters are
 // sharded too (sharded_params.h: ZeRO stage 3, released after the update, gathered per unit for
-// the next forward pass); the embedding stays whole on every rank: the group all-gathers the
-// updated rows of each block. Element by element the arithmetic is the unsharded optimizer's.
+// the next forward pass), and so is the embedding (sharded_embedding.h: a rank keeps its block of
+// rows, a step gathers the rows its group's batches use). Element by element the arithmetic is
+// the unsharded optimizer's.
 // Private to src/train.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "embedding_rows.h"
 #include "lazy_adamw.h"
 #include "local_sgd_shards.h"
+#include "sharded_embedding.h"
 #include "sharded_params.h"
 
 namespace atl::train {
@@ -29,16 +31,19 @@ class ShardedOptimizer {
   ShardedOptimizer(Engine& engine, const TrainConfig& config, comm::Communicator& group);
 
   // One inner step from the model's (averaged) gradients and the embedding's rows (the same on
-  // every rank of the group), the group's all-gather of the updated rows, and the dense
-  // parameters released. Collective over the group.
+  // every rank of the group; each rank updates those of its block), then the model's dense
+  // parameters and embedding table released.
   void step(const RowGradient& rows, double dense_lr, double embed_lr, std::int64_t t);
 
   // The group's dense gradients reduce-scattered: this rank receives the sum over the group of
-  // its pieces' gradients, times `scale`, as the pieces' gradients for the next step() (instead
-  // of every rank averaging whole gradients by allreduce). Collective over the group.
-  void reduce_scatter_grads(double scale);
+  // its pieces' gradients (with `across`: then summed over that communicator too, the ranks
+  // holding the same pieces in the other groups), times `scale`, as the pieces' gradients for
+  // the next step() (instead of every rank averaging whole gradients by allreduce). Collective
+  // over the group (and `across`).
+  void reduce_scatter_grads(double scale, comm::Communicator* across = nullptr);
 
   ShardedParams& params() { return params_; }
+  ShardedEmbedding& embedding() { return embedding_; }
   // The optimizer's state in bytes.
   std::size_t state_bytes() const;
   void save(torch::serialize::OutputArchive& ar) const;
@@ -46,12 +51,12 @@ class ShardedOptimizer {
 
  private:
   void step_rows(const RowGradient& rows, double lr, std::int64_t t);
-  void gather_rows(const RowGradient& rows);
 
   Engine& engine_;
   comm::Communicator& group_;
   ShardedParams params_;
   const StateShards& shards_;
+  ShardedEmbedding embedding_;
   std::unique_ptr<torch::optim::Optimizer> dense_opt_;
   std::unique_ptr<LazyAdamW> embed_opt_;  // adamw only: moments of this rank's rows
   double weight_decay_;

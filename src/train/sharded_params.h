@@ -6,7 +6,7 @@
 // re-gather a unit for its backward, so a unit gathered for the forward pass is kept, and a step's
 // peak holds the whole model), then release() frees them and their gradients. Anything that needs
 // the whole model outside a step (validation, checkpoints) gathers all units and releases after.
-// The embedding is not sharded here. Private to src/train.
+// The embedding is sharded by sharded_embedding.h. Private to src/train.
 #pragma once
 
 #include <torch/torch.h>

@@ -101,6 +101,11 @@ torch::Tensor forward_backward(Engine& engine, LayerEvents& events, const RankDa
       to_tensor(sample_batch(data.train, cfg.batch, cfg.model.seq_len, cfg.seed, step, rank),
                 cfg.model.seq_len);
   engine.model->zero_grad(true);
+  // The 2-D mesh, sharded: the embedding rows the group's batches use, gathered at unit 0.
+  if (engine.sharded) {
+    engine.sharded->embedding().expect(
+        {tokens.data_ptr<std::int64_t>(), static_cast<std::size_t>(tokens.numel())});
+  }
   auto loss = engine.model->loss(tokens, &events);
   events.begin_backward();
   loss.backward();
@@ -324,7 +329,6 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   torch::manual_seed(cfg.seed);
   Engine engine(comm, cfg);
   auto& model = engine.model;
-  DataParallel<Index> ddp(comm, cfg, engine);  // ddp steps (and local SGD's warm-up steps)
 
   const std::filesystem::path out = cfg.out;
   const RunRecord this_run = run_record(cfg, world, vocabulary_fingerprint(data.vocab));
@@ -335,6 +339,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   Communicator& outer = mesh.sync();
   std::optional<DataParallel<Index>> group_ddp;
   if (mesh.group() && cfg.shard) engine.shard_optimizer(cfg, *mesh.group());
+  // ddp steps (and local SGD's warm-up steps); sharded: reduce-scatter in the group, allreduce
+  // of the pieces across the groups.
+  DataParallel<Index> ddp(comm, cfg, engine, engine.sharded != nullptr, &mesh.sync());
   if (cfg.strategy != "ddp") {
     local_sgd.emplace(cfg, engine, mesh.workers(), mesh.group());
     if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine, cfg.shard);
@@ -402,6 +409,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       // The next unit's gather is prefetched once no synchronization is pending (an overlapped
       // sync still changes the next units' pieces).
       step_sync.gather_unit = [&](int unit) {
+        if (unit == 0) return engine.sharded->embedding().gather_expected();  // the batch's rows
         engine.sharded->params().gather_unit(unit, !(diloco && diloco->pending()));
       };
       step_sync.progress = [&] {
@@ -415,7 +423,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     const double delay_s =
         slowdown.apply(comm, step, fixed_compute ? cfg.sim_compute_s : timer.seconds("model"));
     timer.start("dump");
-    auto local = embedding_gradient<Index>(engine.embedding);
+    auto local = embedding_gradient<Index>(engine.embedding, model->tok_rows, engine.vocab);
     if (!cfg.dump_grads.empty() &&
         (cfg.dump_grads_steps == 0 || step - start <= cfg.dump_grads_steps)) {
       agreed(comm, [&] {
@@ -456,7 +464,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
       auto run_eval = [&] {
         engine.with_full_params(
-            [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); });
+            val_windows, [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); });
       };
       if (diloco) {
         diloco->with_outer_params(outer, run_eval);

@@ -87,6 +87,20 @@ TEST(EmbeddingGrad, RowsBecomeElementIndices) {
   EXPECT_EQ(embedding_gradient<std::uint64_t>(unused->weight).nnz(), 0u);
 }
 
+// A compact table (the sharded embedding: rows 2, 5 and 9 of a 10-row vocabulary) gives the
+// element indices of the whole table: compact row k stands for id rows_held[k].
+TEST(EmbeddingGrad, CompactRowsMapToIds) {
+  torch::nn::Embedding emb(torch::nn::EmbeddingOptions(3, 2).sparse(true));
+  const auto held = torch::tensor({2, 5, 9}, torch::kLong);
+  auto ids = torch::tensor({9, 2, 9}, torch::kLong);
+  auto loss = emb(torch::searchsorted(held, ids)).sum();
+  loss.backward();
+  const auto g = embedding_gradient<std::uint32_t>(emb->weight, held, 10);
+  EXPECT_EQ(g.elements, 20u);
+  EXPECT_EQ(g.indices, (std::vector<std::uint32_t>{4, 5, 18, 19}));
+  EXPECT_EQ(g.values, (std::vector<float>{1, 1, 2, 2}));
+}
+
 TEST(FlatParams, GradientsAndValuesRoundTrip) {
   auto a = torch::arange(6, torch::kFloat).reshape({2, 3}).set_requires_grad(true);
   auto b = torch::full({2}, 7.0f).set_requires_grad(true);
