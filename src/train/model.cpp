@@ -84,8 +84,9 @@ torch::Tensor GptImpl::loss(const torch::Tensor& tokens, LayerHooks* hooks) {
     }
     return out;
   };
-  auto x = unit(
-      0, [&] { return tok(tok_rows.defined() ? torch::searchsorted(tok_rows, inputs) : inputs); });
+  auto x = unit(0, [&] {
+    return tok(tok_rows.defined() ? torch::searchsorted(tok_rows, inputs.contiguous()) : inputs);
+  });
   x = unit(1, [&] {
     auto y = embed_proj ? embed_proj(x) : x;
     return y + pos(torch::arange(T, torch::kLong)).unsqueeze(0);
