@@ -1,0 +1,41 @@
+// Decentralized local SGD with clique averaging (docs/wan-train.md): training across sites on a
+// rotating-clique schedule. Site i keeps its own synchronized parameters θ̄_i (the anchor) and
+// outer Nesterov momentum m_i. When the sites of a clique C meet, they average their working
+// parameters, θ_C = (1/|C|) Σ_{j∈C} θ_j (members' anchors differ in general, so parameters are
+// averaged, not pseudo-gradients), and each member takes its outer step against its own anchor:
+//     Δ_i = θ̄_i − θ_C;  m_i ← μ·m_i + Δ_i;  θ̄_i ← θ̄_i − lr·(Δ_i + μ·m_i)   (μ = 0: θ̄_i − lr·Δ_i)
+// and restarts from θ_i ← θ̄_i. Under an all-to-all schedule every anchor stays the same and
+// Δ_i = θ̄ − mean_j θ_j = mean_j (θ̄ − θ_j): DiLoCo's averaged pseudo-gradient. With lr 1 and
+// μ 0 it is pure gossip averaging, θ_i ← θ_C. Free of LibTorch.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "atoll/comm/communicator.h"
+
+namespace atl::localsgd {
+
+class CliqueOuterState {
+ public:
+  // The anchor θ̄ := theta, momentum 0.
+  explicit CliqueOuterState(std::span<const float> theta);
+
+  // One meeting of this site's clique (collective over `clique`, whose ranks are the clique's
+  // sites): θ_C, the outer step on this site's anchor, and theta := θ̄. A clique of one site
+  // changes nothing. std::invalid_argument if theta's size differs from the anchor's.
+  void sync(comm::Communicator& clique, std::span<float> theta, double lr, double momentum);
+
+  const std::vector<float>& anchor() const { return anchor_; }
+  std::vector<float>& anchor() { return anchor_; }
+  const std::vector<float>& momentum() const { return momentum_; }
+  std::vector<float>& momentum() { return momentum_; }
+
+ private:
+  std::vector<float> anchor_, momentum_;
+};
+
+// The mean over `comm`'s ranks of `values` (in place). Collective.
+void average(comm::Communicator& comm, std::span<float> values);
+
+}  // namespace atl::localsgd

@@ -1,0 +1,88 @@
+// Clique averaging (atoll/localsgd/clique_sync.h) under mpirun: a clique's average is the mean of
+// its members' parameters (3 sites, hand values, with and without outer momentum), and with
+// outer lr 1, momentum 0 and no training between rounds, 9 sites on the affine-plane triads
+// (rows, then columns of a 3 × 3 grid) all hold the global mean after the number of rounds the
+// mixing analysis (atoll/wan/mixing.h) predicts, and not before.
+#include "atoll/localsgd/clique_sync.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "atoll/wan/mixing.h"
+#include "mpi_test_main.h"
+
+namespace {
+
+atl::comm::Communicator* g_comm = nullptr;
+using atl::localsgd::CliqueOuterState;
+
+// This rank's clique in `round` as a sub-communicator (ranks in no clique: alone).
+atl::comm::Communicator clique_of(const atl::wan::Partition& round) {
+  const int me = g_comm->rank();
+  for (std::size_t c = 0; c < round.size(); ++c)
+    for (auto s : round[c])
+      if (static_cast<int>(s) == me) return g_comm->split(static_cast<int>(c), me);
+  return g_comm->split(static_cast<int>(round.size()) + me, me);
+}
+
+TEST(CliqueSync, ThreeSitesHandValues) {
+  if (g_comm->size() != 3) GTEST_SKIP() << "needs 3 ranks";
+  const float r = static_cast<float>(g_comm->rank());
+  auto all = clique_of({{0, 1, 2}});
+  // Anchors (1, 1) everywhere; working parameters (r, 2r): θ_C = (1, 2).
+  std::vector<float> theta{r, 2 * r};
+  CliqueOuterState gossip(std::vector<float>{1, 1});
+  gossip.sync(all, theta, 1.0, 0.0);  // lr 1, μ 0: θ̄ = θ = θ_C
+  EXPECT_EQ(theta, (std::vector<float>{1, 2}));
+  EXPECT_EQ(gossip.anchor(), (std::vector<float>{1, 2}));
+  // lr 0.5, μ 0.9: Δ = θ̄ − θ_C = (0, −1), m = Δ, θ̄ = (1, 1) − 0.5·1.9·Δ = (1, 1.95).
+  theta = {r, 2 * r};
+  CliqueOuterState outer(std::vector<float>{1, 1});
+  outer.sync(all, theta, 0.5, 0.9);
+  EXPECT_FLOAT_EQ(theta[0], 1.0f);
+  EXPECT_FLOAT_EQ(theta[1], 1.95f);
+  EXPECT_FLOAT_EQ(outer.momentum()[1], -1.0f);
+  // A pair and an idle site: sites 0 and 2 average (0, 0) and (2, 4); site 1 keeps (1, 1).
+  auto pair = clique_of({{0, 2}});
+  theta = {r, r * r};
+  CliqueOuterState partial(theta);
+  partial.sync(pair, theta, 1.0, 0.0);
+  const std::vector<float> kept{1, 1}, averaged{1, 2};
+  EXPECT_EQ(theta, g_comm->rank() == 1 ? kept : averaged);
+}
+
+TEST(CliqueSync, TriadsReachConsensusWhenMixingSaysSo) {
+  if (g_comm->size() != 9) GTEST_SKIP() << "needs 9 ranks";
+  const atl::wan::Schedule triads{{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}},
+                                  {{0, 3, 6}, {1, 4, 7}, {2, 5, 8}}};
+  const auto predicted = atl::wan::rounds_to_consensus(triads, 9, 1e-6);
+  ASSERT_TRUE(predicted.has_value());
+  EXPECT_EQ(*predicted, 2u);
+  std::vector<atl::comm::Communicator> cliques;
+  for (const auto& round : triads) cliques.push_back(clique_of(round));
+  std::mt19937 rng(static_cast<unsigned>(g_comm->rank()) + 1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> theta(257);
+  for (auto& x : theta) x = u(rng);
+  std::vector<float> mean = theta;
+  atl::localsgd::average(*g_comm, mean);
+  CliqueOuterState state(theta);
+  for (std::size_t t = 0; t < *predicted; ++t) {
+    // Before the predicted round, some site still differs from the mean somewhere.
+    double off = 0;
+    for (std::size_t i = 0; i < theta.size(); ++i)
+      off = std::max(off, double(std::abs(theta[i] - mean[i])));
+    off = g_comm->allreduce_value(off, atl::comm::ReduceOp::max);
+    EXPECT_GT(off, 1e-3) << "consensus before round " << t + 1;
+    state.sync(cliques[t % cliques.size()], theta, 1.0, 0.0);
+  }
+  for (std::size_t i = 0; i < theta.size(); ++i) EXPECT_NEAR(theta[i], mean[i], 1e-6) << i;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return atl::testing::run_mpi_tests(argc, argv, g_comm); }
