@@ -367,6 +367,26 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--no-shard{false}", tc.shard,
                       "2-D mesh: every rank of a worker keeps the whole local-SGD state "
                       "(the replicated reference)");
+  train_cmd->add_option("--topology", tc.topology,
+                        "train across sites: the planner's sites CSV (e.g. data/cities-9.csv); "
+                        "each rank is one site (docs/wan-train.md)");
+  train_cmd->add_option("--schedule", tc.schedule,
+                        "sites: planned (the planner's schedule for the model's payload), "
+                        "all-to-all, or a schedule file (atoll plan --schedule-out)");
+  train_cmd->add_option("--fpga-memory", tc.fpga_memory,
+                        "sites: FPGA memory per site in bytes (default: the topology file's)");
+  train_cmd->add_option("--egress-gbps", tc.egress_gbps,
+                        "sites: WAN egress per site, Gbit/s (default: the topology file's)");
+  train_cmd->add_option("--ingress-gbps", tc.ingress_gbps,
+                        "sites: WAN ingress per site, Gbit/s (default: the topology file's)");
+  train_cmd->add_option("--transport", tc.transport,
+                        "sites: unicast, multicast_fpga or best (each clique the fastest of "
+                        "multicast + FPGA, unicast and ring, as the planner does)");
+  train_cmd->add_option("--compute-s", tc.compute_s,
+                        "sites: model-clock seconds per local step (default 0: the measured "
+                        "time of the step's model work)");
+  train_cmd->add_option("--site-speed", tc.site_speed,
+                        "sites: CODE:FACTOR,... (a site computes FACTOR times as fast)");
   train_cmd->add_option("--timeline", tc.timeline,
                         "write each layer's compute and sync times on every rank to FILE "
                         "(JSON lines)");

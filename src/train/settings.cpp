@@ -91,6 +91,45 @@ std::optional<std::string> check_mesh(const TrainConfig& c) {
   return std::nullopt;
 }
 
+// Training across sites (that the world matches the sites is checked where both are known).
+std::optional<std::string> check_sites(const TrainConfig& c) {
+  const bool sites = !c.topology.empty();
+  if (!sites) {
+    for (const auto& [flag, set] : {std::pair{"--schedule", c.schedule != "planned"},
+                                    {"--fpga-memory", c.fpga_memory != 0},
+                                    {"--egress-gbps", c.egress_gbps != 0},
+                                    {"--ingress-gbps", c.ingress_gbps != 0},
+                                    {"--transport", c.transport != "best"},
+                                    {"--compute-s", c.compute_s != 0},
+                                    {"--site-speed", !c.site_speed.empty()}}) {
+      if (set) return fmt::format("{} applies with --topology (training across sites)", flag);
+    }
+    return std::nullopt;
+  }
+  if (c.strategy != "diloco" && c.strategy != "ddp") {
+    return fmt::format(
+        "--topology supports --strategy diloco and ddp (edit and aedit across sites are not "
+        "built yet), not {}",
+        c.strategy);
+  }
+  if (c.shard_group_size != 1) return "--topology with --shard-group-size > 1 is not built yet";
+  if (c.checkpoint_every != 0 || c.resume || !c.resume_from.empty()) {
+    return "--topology does not checkpoint or resume yet (--checkpoint-every, --resume)";
+  }
+  if (c.transport != "unicast" && c.transport != "multicast_fpga" && c.transport != "best") {
+    return fmt::format("--transport {} is not unicast, multicast_fpga or best", c.transport);
+  }
+  for (const auto& [flag, v] : {std::pair{"--fpga-memory", c.fpga_memory},
+                                {"--egress-gbps", c.egress_gbps},
+                                {"--ingress-gbps", c.ingress_gbps},
+                                {"--compute-s", c.compute_s}}) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      return fmt::format("{} {} must be a finite number >= 0 (0: the default)", flag, v);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // Messages name the flags (config-file keys are the same names).
@@ -149,6 +188,7 @@ std::optional<std::string> check_config(const TrainConfig& c) {
         c.strategy);
   }
   if (auto problem = check_mesh(c)) return problem;
+  if (auto problem = check_sites(c)) return problem;
   if (c.sync_prefetch < 0) {
     return fmt::format("--sync-prefetch {} is negative (layers in flight ahead; 0 = all)",
                        c.sync_prefetch);
@@ -265,6 +305,14 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"sync-prefetch", c.sync_prefetch},
                             {"shard-group-size", c.shard_group_size},
                             {"shard", c.shard},
+                            {"topology", c.topology},
+                            {"schedule", c.schedule},
+                            {"fpga-memory", c.fpga_memory},
+                            {"egress-gbps", c.egress_gbps},
+                            {"ingress-gbps", c.ingress_gbps},
+                            {"transport", c.transport},
+                            {"compute-s", c.compute_s},
+                            {"site-speed", c.site_speed},
                             {"timeline", !c.timeline.empty()},
                             {"inject-fault", c.inject_fault},
                             {"topk", c.topk},

@@ -43,6 +43,7 @@
 #include "scheme_comparison.h"
 #include "settings.h"
 #include "sharded_optimizer.h"
+#include "site_training.h"
 #include "step_timer.h"
 #include "timeline.h"
 
@@ -226,7 +227,8 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
                         timer.seconds("outer_sync") + timer.seconds("param_gather");
   const double emb_bytes =
       f.local_step
-          ? (f.synced ? static_cast<double>(diloco->last_embedding_stats().bytes_sent()) : 0)
+          ? (f.synced && diloco ? static_cast<double>(diloco->last_embedding_stats().bytes_sent())
+                                : 0)
           : static_cast<double>(ddp.embedding_result().stats.bytes_sent());
   report.add_step(step_s, comm_s, emb_bytes);
 
@@ -250,11 +252,27 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
       j["embedding_phases_s"][ph.name] = ph.time_s;
     return j;
   }
+  if (!diloco) {  // training across sites: site_training.h records its meetings
+    j["local"] = true;
+    j["synced"] = f.synced;
+    return j;
+  }
   record_local_step(j, cfg, *diloco, f.step, f.synced, timer.seconds("outer_sync"), leader);
   if (const auto& round = diloco->last_round()) {
     record_round(j, *round, *diloco, static_cast<double>(cfg.batch) * cfg.model.seq_len);
   }
   return j;
+}
+
+// Training across sites: the model clock, and a meeting's round, this site's clique (−1: idle)
+// and its WAN time (rank 0's site).
+void record_site_step(nlohmann::json& j, const SiteTraining& sites,
+                      const std::optional<SiteTraining::Meeting>& meeting) {
+  j["sim_time_s"] = sites.clock();
+  if (!meeting) return;
+  j["round"] = meeting->round;
+  j["clique"] = meeting->clique;
+  j["wan_s"] = meeting->wan_s;
 }
 
 // A local step's gradient: under the 2-D mesh its shard group's average (and the loss, the
@@ -342,7 +360,10 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   // ddp steps (and local SGD's warm-up steps); sharded: reduce-scatter in the group, allreduce
   // of the pieces across the groups.
   DataParallel<Index> ddp(comm, cfg, engine, engine.sharded != nullptr, &mesh.sync());
-  if (cfg.strategy != "ddp") {
+  // Training across sites: each rank a site; diloco meets in the schedule's cliques.
+  std::optional<SiteTraining> sites;
+  if (!cfg.topology.empty()) sites.emplace(cfg, comm, engine);
+  if (cfg.strategy != "ddp" && !sites) {
     local_sgd.emplace(cfg, engine, mesh.workers(), mesh.group());
     if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine, cfg.shard);
   }
@@ -350,6 +371,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   const auto bytes_sent = [&] {
     std::uint64_t b = comm.traffic().bytes_sent;
     if (mesh.group()) b += mesh.group()->traffic().bytes_sent + outer.traffic().bytes_sent;
+    if (sites) b += sites->bytes_sent();
     return b;
   };
   LocalSgd<Index>* diloco = local_sgd ? &*local_sgd : nullptr;
@@ -373,6 +395,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
 
   RunReport report = new_report(cfg, world);
   if (leader && !cfg.quiet) print_setup(cfg, world, engine, data);
+  if (sites && leader && !cfg.quiet) {
+    fmt::print("  {} sites of {}: {}\n", sites->topology().size(), cfg.topology, sites->describe());
+  }
   report.unigram_ppl = unigram_perplexity(comm, data.vocab, val_windows, cfg.model.seq_len);
   Evaluation last{};
   if (start == 0 && cfg.eval_every > 0) {
@@ -395,8 +420,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     current_step = step;
     timer.reset();
     const auto bytes0 = bytes_sent();
-    const bool local_step = diloco && diloco->is_local(step);
-    if (local_step) diloco->begin_step(outer, step);
+    const bool local_step = (diloco && diloco->is_local(step)) || (sites && sites->is_local(step));
+    if (local_step && diloco) diloco->begin_step(outer, step);
+    if (sites) sites->begin_step(step);
     // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s per
     // unit; an overlapped synchronization completes unit by unit inside the forward pass.
     timer.start("model");
@@ -445,7 +471,14 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     if (fixed_compute) comm.fixed_compute_end(0);  // charged with the forward/backward above
     bool synced = false;
     StepPlan now = plan.at_step(step);
-    if (local_step) {
+    std::optional<SiteTraining::Meeting> meeting;
+    if (sites) {  // the model clock; diloco's meetings in the schedule's cliques
+      sites->charge_compute(timer.seconds("model") + timer.seconds("optimizer"));
+      if (!local_step) sites->charge_ddp_step(comm, ddp.embedding_result().stats.bytes_sent());
+      meeting = sites->end_local_step(step);
+      synced = meeting && meeting->clique >= 0;
+    }
+    if (local_step && diloco) {
       timer.start("outer_sync");
       synced = diloco->end_step(outer, step, rows);
       if (timed) now = synced ? plan.at_round(diloco->last_round()->total_steps()) : StepPlan{};
@@ -460,13 +493,17 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     StepFacts facts{
         step, local_step, synced, mean_loss, lr, delay_s, bytes_sent() - bytes0, rows.rows.size()};
     nlohmann::json j = step_metrics(cfg, timer, facts, ddp, diloco, report, leader);
+    if (sites) record_site_step(j, *sites, meeting);
     if (eval_now) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
       auto run_eval = [&] {
         engine.with_full_params(
             val_windows, [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); });
       };
-      if (diloco) {
+      if (sites) {  // the mean of the sites' θ̄, and their spread
+        sites->with_mean_anchor(comm, run_eval);
+        j["site_spread"] = sites->last_spread();
+      } else if (diloco) {
         diloco->with_outer_params(outer, run_eval);
       } else {
         run_eval();
@@ -492,6 +529,11 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   if (diloco) diloco->flush(outer);
   if (!cfg.timeline.empty()) agreed(comm, [&] { timeline.write(comm, cfg.timeline); });
   if (leader && !cfg.quiet && report.timed_steps > 0) report.print();
+  if (sites) {
+    const double clock = comm.allreduce_value(sites->clock(), ReduceOp::max);
+    if (leader && !cfg.quiet)
+      fmt::print("  model clock at the end: {:.2f} s (the latest site)\n", clock);
+  }
   if (!cfg.quiet) print_memory(comm, engine, diloco, leader);
   ddp.comparison().report(comm, cfg.sync, report.tokens_per_step, out);
   if (leader) close_run(cfg, metrics);

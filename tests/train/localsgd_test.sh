@@ -7,27 +7,7 @@
 # input errors on every rank. usage: localsgd_test.sh ATOLL_BINARY
 set -uo pipefail
 atoll=$1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-run() { timeout 600 mpirun --oversubscribe -np "$@"; }
-common=(train --preset tiny --batch 8 --plot false --quiet --seed 7 --eval-windows 64)
-
-# field NAME FILE: "step value" for every metrics line that has NAME.
-field() { python3 -c '
-import json, sys
-for line in open(sys.argv[2]):
-    j = json.loads(line)
-    if sys.argv[1] in j: print(j["step"], j[sys.argv[1]])' "$1" "$2"; }
-# compare NAME A B TOL [FROM]: steps >= FROM in both, same count, max relative difference <= TOL.
-compare() {
-  join <(field "$1" "$2" | sort -k1,1) <(field "$1" "$3" | sort -k1,1) |
-    awk -v tol="$4" -v from="${5:-0}" '$1 >= from { n++; d = $2 - $3; if (d < 0) d = -d;
-      r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r }
-      END { printf "%d values, max relative difference %.3g\n", n, m; exit !(n > 0 && m <= tol) }'
-}
+source "$(dirname "$0")/lib.sh"
 
 # 1. Exactness: edit (overlapped) with H = 1, outer lr 1, momentum 0, no penalty, inner SGD ==
 # ddp with SGD, step for step.
@@ -224,21 +204,6 @@ else
 fi
 
 # 7. Bad input: a clear error on every rank.
-expect_error() {
-  local name=$1 pattern=$2 out rc
-  shift 2
-  out=$(timeout 120 mpirun --oversubscribe -np 2 "$atoll" "$@" 2>&1)
-  rc=$?
-  if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
-    fail "$name: exit status $rc"; echo "$out"; return
-  fi
-  for rank in 0 1; do
-    if ! grep -E "rank $rank" <<<"$out" | grep -qE -e "$pattern"; then
-      fail "$name: rank $rank did not report /$pattern/"; echo "$out"; return
-    fi
-  done
-  echo "ok   $name"
-}
 expect_error sync-every-0 "--sync-every 0 must be at least 1" "${common[@]}" --strategy diloco \
   --sync-every 0
 expect_error unknown-strategy "--strategy: nope not in" "${common[@]}" --strategy nope

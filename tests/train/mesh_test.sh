@@ -7,37 +7,7 @@
 set -uo pipefail
 atoll=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-run() { timeout 600 mpirun --oversubscribe -np "$@"; }
-common=(train --preset tiny --batch 8 --plot false --quiet --seed 7 --eval-windows 64)
-
-# field NAME FILE: "step value" for every metrics line that has NAME.
-field() { python3 -c '
-import json, sys
-for line in open(sys.argv[2]):
-    j = json.loads(line)
-    if sys.argv[1] in j: print(j["step"], j[sys.argv[1]])' "$1" "$2"; }
-# same NAME A B: the same steps in both, max relative difference <= 1e-5.
-same() {
-  join <(field "$1" "$2" | sort -k1,1) <(field "$1" "$3" | sort -k1,1) |
-    awk -v na="$(field "$1" "$2" | wc -l)" -v nb="$(field "$1" "$3" | wc -l)" '
-      { n++; d = $2 - $3; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r }
-      END { printf "%d values, max relative difference %.3g", n, m; exit !(n > 0 && n == na && n == nb && m <= 1e-5) }'
-}
-# check NAME DIR_A DIR_B: training and validation losses the same.
-check() {
-  local msg msg2
-  if msg=$(same loss "$2/metrics.jsonl" "$3/metrics.jsonl") &&
-    msg2=$(same val_loss "$2/metrics.jsonl" "$3/metrics.jsonl"); then
-    echo "ok   $1: losses $msg; validation $msg2"
-  else
-    fail "$1: losses ${msg:-?}; validation ${msg2:-?}"
-  fi
-}
+source "$(dirname "$0")/lib.sh"
 # mesh NAME NP ARGS...: one run into $tmp/NAME.
 mesh() {
   local name=$1 np=$2
@@ -141,21 +111,6 @@ else
 fi
 
 # 7. Bad input: a clear error on every rank.
-expect_error() {
-  local name=$1 pattern=$2 out rc
-  shift 2
-  out=$(timeout 120 mpirun --oversubscribe -np 2 "$atoll" "$@" 2>&1)
-  rc=$?
-  if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
-    fail "$name: exit status $rc"; echo "$out"; return
-  fi
-  for rank in 0 1; do
-    if ! grep -E "rank $rank" <<<"$out" | grep -qE -e "$pattern"; then
-      fail "$name: rank $rank did not report /$pattern/"; echo "$out"; return
-    fi
-  done
-  echo "ok   $name"
-}
 expect_error not-dividing "--shard-group-size 3 does not divide the 2 ranks" "${common[@]}" \
   --strategy diloco --shard-group-size 3
 expect_error zero "--shard-group-size 0 must be at least 1" "${common[@]}" --shard-group-size 0

@@ -69,6 +69,18 @@ struct TrainConfig {
   // momentum, pseudo-gradient) and its synchronization are split 1/S over the group's ranks.
   int shard_group_size = 1;
   bool shard = true;
+  // Training across sites (docs/wan-train.md): with a topology (the planner's CSV), each rank is
+  // one site; local SGD meets in the cliques of the schedule's rounds (planned: the planner's
+  // schedule for the model's real payload; all-to-all; or a schedule file) instead of globally,
+  // and every step advances a model clock (compute_s per local step / the site's speed, the
+  // round model's time per round, the alpha-beta cost of ddp's per-step collectives).
+  std::string topology;                      // empty: no sites (ordinary training)
+  std::string schedule = "planned";          // planned | all-to-all | FILE
+  double fpga_memory = 0;                    // bytes per site; 0: the topology file's
+  double egress_gbps = 0, ingress_gbps = 0;  // per site; 0: the topology file's
+  std::string transport = "best";            // unicast | multicast_fpga | best
+  double compute_s = 0;                      // model seconds per local step; 0: the measured time
+  std::string site_speed;                    // "CODE:FACTOR,...": compute_s / FACTOR at that site
   std::string timeline;  // JSON lines: each unit's compute and sync on each rank (rank 0 writes)
   // Experiments only (src/train/faults.h), comma-separated: "corrupt:RANK:STEP:SCALE" scales
   // worker RANK's pseudo-gradient by SCALE (or makes it NaN with SCALE nan) at the first

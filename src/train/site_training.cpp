@@ -1,0 +1,268 @@
+#include "site_training.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include "atoll/wan/mixing.h"
+#include "atoll/wan/planner.h"
+#include "atoll/wan/schedule_file.h"
+
+namespace atl::train {
+namespace {
+
+wan::Topology load_sites(const TrainConfig& cfg, comm::Communicator& comm) {
+  std::optional<wan::Topology> t;
+  std::optional<std::string> problem;
+  try {
+    wan::TopologyOptions o;
+    o.topology_file = cfg.topology;
+    if (cfg.fpga_memory > 0) o.fpga_memory_bytes = cfg.fpga_memory;
+    if (cfg.egress_gbps > 0) o.egress_bytes_per_s = cfg.egress_gbps * 1e9 / 8;
+    if (cfg.ingress_gbps > 0) o.ingress_bytes_per_s = cfg.ingress_gbps * 1e9 / 8;
+    t.emplace(wan::load_topology(o));
+    if (t->size() != static_cast<std::size_t>(comm.size())) {
+      problem = fmt::format(
+          "--topology {} has {} sites but the job has {} ranks (one rank per site: run with "
+          "-np {})",
+          cfg.topology, t->size(), comm.size(), t->size());
+    }
+  } catch (const std::exception& e) {
+    problem = fmt::format("--topology {}: {}", cfg.topology, e.what());
+  }
+  comm.agree(problem);
+  return std::move(*t);
+}
+
+// --site-speed CODE:FACTOR,... : this site's factor (1 if not named).
+double site_speed(const std::string& spec, const wan::Topology& t, std::size_t site) {
+  double mine = 1;
+  std::size_t at = 0;
+  while (at < spec.size()) {
+    const auto end = std::min(spec.find(',', at), spec.size());
+    const auto item = spec.substr(at, end - at);
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) {
+      throw std::invalid_argument(fmt::format("--site-speed '{}' is not CODE:FACTOR", item));
+    }
+    const auto index = t.index_of(item.substr(0, colon));  // TopologyError names it
+    double f = 0;
+    try {
+      std::size_t used = 0;
+      f = std::stod(item.substr(colon + 1), &used);
+      if (used != item.size() - colon - 1) f = 0;
+    } catch (const std::exception&) {
+      f = 0;
+    }
+    if (!(f > 0) || !std::isfinite(f)) {
+      throw std::invalid_argument(
+          fmt::format("--site-speed '{}': the factor must be a positive number", item));
+    }
+    if (index == site) mine = f;
+    at = end + 1;
+  }
+  return mine;
+}
+
+wan::Transport transport_of(const std::string& name) {
+  if (name == "unicast") return wan::Transport::unicast;
+  if (name == "multicast_fpga") return wan::Transport::multicast_fpga;
+  return wan::Transport::best;
+}
+
+std::string site_list(const wan::Topology& t, const wan::Clique& c) {
+  std::string s;
+  for (auto i : c) s += (s.empty() ? "" : " ") + t.site(i).code;
+  return s;
+}
+
+}  // namespace
+
+SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Engine& engine)
+    : engine_(engine),
+      topology_(load_sites(cfg, comm)),
+      params_(engine.model->parameters()),
+      local_sgd_(cfg.strategy != "ddp"),
+      warmup_(cfg.sync_warmup_steps),
+      every_(cfg.sync_every),
+      outer_lr_(cfg.outer_lr),
+      outer_momentum_(cfg.outer_momentum),
+      compute_s_(cfg.compute_s),
+      site_(static_cast<std::size_t>(comm.rank())),
+      world_(comm) {
+  payload_bytes_ = static_cast<double>(params_.elements() * sizeof(float));
+  std::optional<std::string> problem;
+  try {
+    speed_ = site_speed(cfg.site_speed, topology_, site_);
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  comm.agree(problem);
+  build_schedule(cfg, comm);
+}
+
+void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& comm) {
+  std::optional<std::string> problem;
+  const auto n = topology_.size();
+  try {
+    wan::PlanRequest request;
+    request.payload_bytes = payload_bytes_;
+    const auto options = wan::plan_options(topology_, request);
+    round_options_ = options.round;
+    const auto transport = transport_of(cfg.transport);
+    wan::Schedule partitions;
+    if (cfg.schedule == "planned" || cfg.schedule == "all-to-all") {
+      schedule_name_ = cfg.schedule;
+      if (cfg.schedule == "planned") {
+        partitions = wan::best_plan(topology_, options).schedule;
+      } else {
+        wan::Clique all(n);
+        std::iota(all.begin(), all.end(), std::size_t{0});
+        partitions = {{all}};
+      }
+      for (const auto& p : partitions)
+        rounds_.push_back(wan::resolve(topology_, p, transport, round_options_));
+    } else {  // a schedule file: its groups and transports
+      const auto file = wan::read_schedule_file(cfg.schedule);
+      if (file.name == "hierarchical") {
+        throw std::invalid_argument(
+            "a hierarchical schedule reduces to continent leaders and sends the result back; "
+            "that is not clique averaging (its leaders' round is weighted by continent size), "
+            "so local SGD cannot follow it");
+      }
+      schedule_name_ = file.name + " (" + cfg.schedule + ")";
+      rounds_ = wan::rounds_on(file, topology_);
+      for (const auto& round : rounds_) {
+        wan::Partition p;
+        for (const auto& e : round) p.push_back(e.sites);
+        partitions.push_back(p);
+      }
+    }
+    if (wan::consensus_rate(partitions, n) > 1 - 1e-9) {
+      throw std::invalid_argument(fmt::format(
+          "schedule {} never averages every site with every other, directly or through others "
+          "(its consensus rate is 1): the sites' models would never agree",
+          schedule_name_));
+    }
+    for (const auto& round : rounds_)
+      for (const auto& e : round)
+        if (!std::isfinite(wan::exchange_time(topology_, e, round_options_))) {
+          throw std::invalid_argument(fmt::format(
+              "schedule {}: the {} clique {{{}}} is infeasible for a {:.0f}-byte payload (an "
+              "FPGA's memory cannot hold one aggregation unit per stream)",
+              schedule_name_, wan::to_string(e.kind), site_list(topology_, e.sites),
+              payload_bytes_));
+        }
+  } catch (const std::exception& e) {
+    problem = fmt::format("--schedule {}: {}", cfg.schedule, e.what());
+  }
+  comm.agree(problem);
+  for (const auto& round : rounds_) {
+    int c = -1;
+    cliques_.push_back(clique_comm(comm, round, c));
+    clique_index_.push_back(c);
+  }
+}
+
+comm::Communicator SiteTraining::clique_comm(comm::Communicator& comm,
+                                             const wan::ResolvedRound& round, int& clique) {
+  clique = -1;
+  for (std::size_t c = 0; c < round.size(); ++c)
+    if (std::find(round[c].sites.begin(), round[c].sites.end(), site_) != round[c].sites.end())
+      clique = static_cast<int>(c);
+  const int color = clique >= 0 ? clique : static_cast<int>(round.size()) + comm.rank();
+  return comm.split(color, comm.rank());
+}
+
+std::string SiteTraining::describe() const {
+  std::string s = fmt::format("schedule {}, {} round(s) per period, payload {:.1f} MB",
+                              schedule_name_, rounds_.size(), payload_bytes_ / 1e6);
+  for (std::size_t r = 0; r < rounds_.size(); ++r) {
+    s += fmt::format("\n    round {}: {:.3f} s", r + 1,
+                     wan::round_time(topology_, rounds_[r], round_options_));
+    for (const auto& e : rounds_[r])
+      s += fmt::format("  {} {{{}}}", wan::to_string(e.kind), site_list(topology_, e.sites));
+  }
+  return s;
+}
+
+void SiteTraining::charge_compute(double measured_s) {
+  clock_ += (compute_s_ > 0 ? compute_s_ : measured_s) / speed_;
+}
+
+void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes) {
+  const auto n = topology_.size();
+  const auto most = comm.allreduce_value<std::uint64_t>(embedding_bytes, comm::ReduceOp::max);
+  clock_ = comm.allreduce_value(clock_, comm::ReduceOp::max);
+  wan::Clique all(n);
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  auto dense = round_options_;
+  dense.payload_bytes =
+      payload_bytes_ - static_cast<double>(engine_.vocab * engine_.embedding.size(1)) * 4.0;
+  double t = wan::ring_allreduce_time(topology_, all, dense);
+  if (most > 0) {
+    auto sparse = round_options_;
+    sparse.payload_bytes = static_cast<double>(most) / static_cast<double>(n - 1);
+    t += wan::clique_cost(topology_, all, wan::Transport::unicast, sparse).time_s;
+  }
+  clock_ += t;
+}
+
+void SiteTraining::begin_step(int step) {
+  if (!is_local(step) || state_) return;
+  std::vector<float> theta(params_.elements());
+  params_.gather_values(theta);
+  state_.emplace(theta);
+}
+
+std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
+  if (!is_local(step) || (step - warmup_) % every_ != 0) return std::nullopt;
+  Meeting m;
+  m.round = meetings_ % rounds_.size();
+  m.clique = clique_index_[m.round];
+  ++meetings_;
+  if (m.clique < 0) return m;
+  auto& clique = cliques_[m.round];
+  const double arrived = clock_;
+  clock_ = clique.allreduce_value(clock_, comm::ReduceOp::max) +
+           wan::exchange_time(topology_, rounds_[m.round][static_cast<std::size_t>(m.clique)],
+                              round_options_);
+  m.wan_s = clock_ - arrived;
+  std::vector<float> theta(params_.elements());
+  params_.gather_values(theta);
+  state_->sync(clique, theta, outer_lr_, outer_momentum_);
+  params_.scatter_values(theta);
+  return m;
+}
+
+std::uint64_t SiteTraining::bytes_sent() const {
+  std::uint64_t b = 0;
+  for (const auto& c : cliques_) b += c.traffic().bytes_sent;
+  return b;
+}
+
+void SiteTraining::with_mean_anchor(comm::Communicator& comm, const std::function<void()>& f) {
+  if (!state_) {
+    spread_ = 0;
+    return f();
+  }
+  std::vector<float> mine(params_.elements());
+  params_.gather_values(mine);
+  std::vector<float> mean = state_->anchor();
+  localsgd::average(comm, mean);
+  double off = 0, norm = 0;
+  for (std::size_t i = 0; i < mean.size(); ++i) {
+    const double d = double(state_->anchor()[i]) - mean[i];
+    off += d * d;
+    norm += double(mean[i]) * mean[i];
+  }
+  spread_ = comm.allreduce_value(norm > 0 ? std::sqrt(off / norm) : 0.0, comm::ReduceOp::max);
+  params_.scatter_values(mean);
+  f();
+  params_.scatter_values(mine);
+}
+
+}  // namespace atl::train

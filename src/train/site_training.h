@@ -1,0 +1,98 @@
+// Training across sites (docs/wan-train.md): `atoll train --topology FILE` makes each rank one
+// site of the planner's topology. Under diloco, the sites take H local steps, then meet in the
+// cliques of the schedule's current round (a periodic schedule: planned by the planner for the
+// model's real payload, all-to-all, or read from a file) and average by clique
+// (atoll/localsgd/clique_sync.h: each site its own anchor θ̄_i and outer momentum); a site in no
+// clique of the round keeps training. Under ddp, every step is synchronized over all sites as
+// usual. Every step advances a model clock per site (the same kind of clock for every run):
+// local work (--compute-s, or the measured model time, divided by the site's --site-speed), per
+// round the clique's time from the validated round model (the call `atoll plan` uses), and per
+// ddp step the alpha-beta time of its collectives on the same links (ring allreduce of the dense
+// gradient, the embedding's sparse bytes as a unicast exchange). A clique's members leave the
+// round together at the latest member's arrival plus the clique's time. Private to src/train.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atoll/comm/communicator.h"
+#include "atoll/localsgd/clique_sync.h"
+#include "atoll/train/trainer.h"
+#include "atoll/wan/round_model.h"
+#include "atoll/wan/topology.h"
+#include "engine.h"
+#include "flat_params.h"
+
+namespace atl::train {
+
+class SiteTraining {
+ public:
+  // Loads the topology, checks that the world has one rank per site, builds the schedule and
+  // each round's clique communicators. Collective; comm::CollectiveError on bad input.
+  SiteTraining(const TrainConfig& config, comm::Communicator& comm, Engine& engine);
+
+  const wan::Topology& topology() const { return topology_; }
+  const std::string& schedule_name() const { return schedule_name_; }
+  std::size_t period() const { return rounds_.size(); }
+  double payload_bytes() const { return payload_bytes_; }
+  // A description of the schedule's rounds (for the run's log).
+  std::string describe() const;
+
+  // Local work of one step on the model clock: --compute-s, or `measured_s`, over the site speed.
+  void charge_compute(double measured_s);
+  // A ddp step's collectives on the model clock (collective: every site leaves at the latest
+  // arrival plus their time); `embedding_bytes`: what this rank's sparse sync sent.
+  void charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes);
+
+  struct Meeting {
+    std::size_t round = 0;  // index in the schedule's period
+    int clique = -1;        // this site's clique in the round (−1: idle)
+    double wan_s = 0;       // the clique's round time (model), plus the wait for its members
+  };
+  // diloco, after local step `step` (local steps are those after --sync-warmup-steps): every H-th
+  // local step the current round's meeting (collective over each clique). Returns the meeting if
+  // the round came (also for an idle site).
+  std::optional<Meeting> end_local_step(int step);
+  // Before a step: the anchors are taken from the (identical) replicas when local steps begin.
+  void begin_step(int step);
+  bool is_local(int step) const { return local_sgd_ && step > warmup_; }
+
+  // Runs f with the model set to the mean over all sites of their anchors θ̄_i (the replicas,
+  // identical, before local training), then restores this site's parameters. Collective.
+  // last_spread(): max over sites of ||θ̄_i − mean|| / ||mean|| at that evaluation.
+  void with_mean_anchor(comm::Communicator& comm, const std::function<void()>& f);
+  double last_spread() const { return spread_; }
+
+  double clock() const { return clock_; }
+  // Bytes this rank sent on the cliques' communicators.
+  std::uint64_t bytes_sent() const;
+
+ private:
+  void build_schedule(const TrainConfig& config, comm::Communicator& comm);
+  comm::Communicator clique_comm(comm::Communicator& comm, const wan::ResolvedRound& round,
+                                 int& clique);
+
+  Engine& engine_;
+  wan::Topology topology_;
+  FlatParams params_;  // every parameter (the embedding first), one flat buffer
+  double payload_bytes_ = 0;
+  wan::RoundOptions round_options_;
+  std::string schedule_name_;
+  std::vector<wan::ResolvedRound> rounds_;
+  std::vector<comm::Communicator> cliques_;  // per round: this site's clique (idle: alone)
+  std::vector<int> clique_index_;            // per round: its index (−1: idle)
+  bool local_sgd_ = false;
+  int warmup_ = 0, every_ = 1;
+  double outer_lr_ = 0, outer_momentum_ = 0;
+  double compute_s_ = 0, speed_ = 1;
+  std::size_t site_ = 0, meetings_ = 0;
+  double clock_ = 0, spread_ = 0;
+  std::optional<localsgd::CliqueOuterState> state_;  // from the first local step
+  comm::Communicator& world_;
+};
+
+}  // namespace atl::train

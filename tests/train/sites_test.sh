@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Training across sites (--topology) end to end: each rank one site of data/cities-9.csv; diloco
+# on the all-to-all schedule equals plain diloco; on the planned schedule for 1 Gbit/s sites with
+# small FPGA memory (rotating triads) every meeting follows the period's rounds, the model clock
+# advances by the round model, and the sites' anchors differ between meetings (clique averaging,
+# not global); ddp across the WAN costs more model time than co-located ddp; bad input errors on
+# every rank. usage: sites_test.sh ATOLL_BINARY
+set -uo pipefail
+atoll=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh"
+cities=$root/data/cities-9.csv
+l=(--steps 12 --strategy diloco --sync-every 3 --eval-every 6)
+site() {  # site NAME ARGS...: a 9-site run into $tmp/NAME
+  local name=$1
+  shift
+  run 9 "$atoll" "${common[@]}" "$@" --out "$tmp/$name" >"$tmp/$name.out" 2>&1 ||
+    { fail "$name run"; cat "$tmp/$name.out"; }
+}
+
+# 1. The all-to-all schedule is diloco's global sync (parameters averaged instead of
+# pseudo-gradients: equal within float rounding).
+site diloco "${l[@]}"
+site a2a "${l[@]}" --topology "$cities" --schedule all-to-all --compute-s 0.1
+check "all-to-all schedule == diloco (9 sites)" "$tmp/diloco" "$tmp/a2a"
+
+# 2. The planned schedule at 1 Gbit/s with 256 KiB of FPGA memory: a period of two triad rounds.
+site planned "${l[@]}" --topology "$cities" --egress-gbps 1 --ingress-gbps 1 \
+  --fpga-memory 262144 --compute-s 0.1
+python3 - "$tmp/planned/metrics.jsonl" "$tmp/a2a/metrics.jsonl" <<'PY' || fail "planned schedule"
+import json, sys
+planned = [json.loads(l) for l in open(sys.argv[1])]
+a2a = [json.loads(l) for l in open(sys.argv[2])]
+meets = [j for j in planned if "round" in j]
+assert [j["step"] for j in meets] == [3, 6, 9, 12], meets
+assert [j["round"] for j in meets] == [0, 1, 0, 1], "rounds follow the period of 2"
+assert all(j["clique"] >= 0 and j["wan_s"] > 0 for j in meets), "site 0 meets in every round"
+clock = [j["sim_time_s"] for j in planned if "sim_time_s" in j]
+assert all(b > a for a, b in zip(clock, clock[1:])), "the model clock advances every step"
+# 12 steps of 0.1 s plus four meetings' round times.
+wan = sum(j["wan_s"] for j in meets)
+assert abs(clock[-1] - (1.2 + wan)) < 1e-6, (clock[-1], wan)
+spread = [j["site_spread"] for j in planned if "site_spread" in j and j["step"] > 0]
+flat = [j["site_spread"] for j in a2a if "site_spread" in j and j["step"] > 0]
+assert min(spread) > 1e-4 and max(flat) < 1e-5, (spread, flat)
+print(f"ok   planned schedule: rounds 0 1 0 1, model clock {clock[-1]:.3f} s (WAN {wan:.3f} s), "
+      f"anchors spread {min(spread):.2g}-{max(spread):.2g} (all-to-all {max(flat):.1g})")
+PY
+
+# 3. ddp: every step pays its collectives on the model clock; across the WAN more than in one
+# building.
+site ddp-wan --steps 4 --eval-every 4 --topology "$cities" --egress-gbps 1 --ingress-gbps 1 \
+  --compute-s 0.1
+site ddp-colocated --steps 4 --eval-every 4 --topology "$root/data/colocated-9.csv" --compute-s 0.1
+wan=$(field sim_time_s "$tmp/ddp-wan/metrics.jsonl" | tail -1 | cut -d' ' -f2)
+local_=$(field sim_time_s "$tmp/ddp-colocated/metrics.jsonl" | tail -1 | cut -d' ' -f2)
+if awk -v w="$wan" -v c="$local_" 'BEGIN { exit !(c > 0.4 && w > 2 * c) }'; then
+  echo "ok   ddp model clock after 4 steps: across the WAN $wan s, co-located $local_ s"
+else
+  fail "ddp model clock: across the WAN '$wan' s, co-located '$local_' s"
+fi
+
+# 4. Bad input: a clear error on every rank.
+printf '%s\n' "# code,name,continent,latitude_deg,longitude_deg" "A,Alpha,Europe,48.1,11.6" \
+  "B,Beta,Europe,52.5,13.4" "C,Gamma,Asia,35.7,139.7" >"$tmp/three.csv"
+schedule() {  # schedule FILE NAME SITES ROUND-LINES...
+  local file=$1 name=$2 sites=$3
+  shift 3
+  printf '%s\n' "atoll-wan-schedule 1" "name $name" "sites $sites" "payload_bytes 1e6" "$@" >"$file"
+}
+schedule "$tmp/unknown.txt" s "A B X" round "clique unicast A X"
+schedule "$tmp/apart.txt" s "A B C" round "clique unicast A B"
+schedule "$tmp/hier.txt" hierarchical "A B C" round "clique unicast A B" round \
+  "clique unicast A C"
+t3=(--strategy diloco --topology "$tmp/three.csv")
+expect_error world-size "has 9 sites but the job has 2 ranks" "${common[@]}" --strategy diloco \
+  --topology "$cities"
+EXPECT_NP=3 expect_error unknown-site "X" "${common[@]}" "${t3[@]}" --schedule "$tmp/unknown.txt"
+EXPECT_NP=3 expect_error never-mixes "never averages every site with every other" "${common[@]}" \
+  "${t3[@]}" --schedule "$tmp/apart.txt"
+EXPECT_NP=3 expect_error hierarchical "a hierarchical schedule .* not clique averaging" \
+  "${common[@]}" "${t3[@]}" --schedule "$tmp/hier.txt"
+EXPECT_NP=3 expect_error fpga-too-small "infeasible|no clique fits" "${common[@]}" "${t3[@]}" \
+  --schedule all-to-all --transport multicast_fpga --fpga-memory 64
+EXPECT_NP=3 expect_error site-speed "--site-speed 'Q:2'|Q" "${common[@]}" "${t3[@]}" \
+  --site-speed Q:2
+expect_error schedule-alone "--schedule applies with --topology" "${common[@]}" \
+  --schedule all-to-all
+expect_error edit-sites "--topology supports --strategy diloco and ddp" "${common[@]}" \
+  --strategy edit --topology "$cities"
+
+[ "$failures" -eq 0 ] || exit 1
