@@ -193,7 +193,8 @@ int main(int argc, char** argv) {
       "BYTES");
   plan_cmd
       ->add_option("--chunk-bytes", plan_options.chunk_bytes,
-                   "FPGA aggregation unit, bytes (default: <= memory/8, <= 1 MiB, >= payload/4096)")
+                   "FPGA aggregation unit, bytes, for every clique (default: each multicast clique "
+                   "its fastest)")
       ->check(positive_bytes);
   plan_cmd->add_option("--sweep", plan_options.sweep, "fpga-memory: best schedule per memory size");
   plan_cmd->add_flag("--json", plan_options.json, "one JSON object per schedule");
@@ -224,9 +225,9 @@ int main(int argc, char** argv) {
     optional_option(wan_sim_cmd, "--egress-gbps", w.plan.egress_gbps, "WAN egress per site");
     optional_option(wan_sim_cmd, "--ingress-gbps", w.plan.ingress_gbps, "WAN ingress per site");
     wan_sim_cmd
-        ->add_option(
-            "--chunk-bytes", w.plan.chunk_bytes,
-            "FPGA aggregation unit, bytes (default: <= memory/8, <= 1 MiB, >= payload/4096)")
+        ->add_option("--chunk-bytes", w.plan.chunk_bytes,
+                     "FPGA aggregation unit, bytes, for every clique (default: each multicast "
+                     "clique its fastest)")
         ->check(positive_bytes);
     wan_sim_cmd->add_option("--epsilon", w.plan.epsilon, "consensus target (with --from-plan)");
     wan_sim_cmd->add_option("--compute-s", w.plan.compute_s,

@@ -65,8 +65,34 @@ std::string describe(const wan::Topology& t, const wan::Partition& round) {
   return s;
 }
 
+// The time column of a schedule: infeasible (a clique cannot run at this memory) and never
+// (no consensus) are words, not numbers.
+std::string time_cell(const wan::EvaluatedSchedule& e) {
+  if (!e.feasible) return "infeasible";
+  if (!e.rounds) return "never";
+  return fmt::format("{:.4f}", e.time_to_consensus_s);
+}
+
+// Per round, per group: the multicast cliques' aggregation units (null for other groups).
+nlohmann::json chunk_bytes_json(const wan::Topology& t, const wan::EvaluatedSchedule& e,
+                                const wan::RoundOptions& round) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : e.resolved) {
+    nlohmann::json units = nlohmann::json::array();
+    for (const auto& x : r) {
+      units.push_back(
+          x.kind == wan::ExchangeKind::multicast_fpga
+              ? nlohmann::json(
+                    wan::clique_cost(t, x.sites, wan::Transport::multicast_fpga, round).chunk_bytes)
+              : nlohmann::json());
+    }
+    out.push_back(units);
+  }
+  return out;
+}
+
 nlohmann::json to_json(const wan::Topology& t, const wan::EvaluatedSchedule& e,
-                       std::optional<double> lower_bound_s) {
+                       std::optional<double> lower_bound_s, const wan::RoundOptions& round) {
   double mean = 0;
   for (double r : e.round_times_s) mean += r;
   mean /= static_cast<double>(e.round_times_s.size());
@@ -83,12 +109,17 @@ nlohmann::json to_json(const wan::Topology& t, const wan::EvaluatedSchedule& e,
   const char* transport = e.transport == wan::Transport::unicast          ? "unicast"
                           : e.transport == wan::Transport::multicast_fpga ? "multicast_fpga"
                                                                           : "best";
+  nlohmann::json round_times = nlohmann::json::array();
+  for (double r : e.round_times_s)
+    round_times.push_back(std::isfinite(r) ? nlohmann::json(r) : nlohmann::json());
   return {{"name", e.name},
           {"transport", transport},
+          {"feasible", e.feasible},
+          {"chunk_bytes", chunk_bytes_json(t, e, round)},
           {"max_clique_size", e.max_clique_size},
           {"rounds_per_period", e.schedule.size()},
-          {"round_time_s", mean},
-          {"round_times_s", e.round_times_s},
+          {"round_time_s", std::isfinite(mean) ? nlohmann::json(mean) : nlohmann::json()},
+          {"round_times_s", round_times},
           {"rho", e.rho},
           {"rounds_to_consensus", e.rounds ? nlohmann::json(*e.rounds) : nlohmann::json()},
           {"time_to_consensus_s", std::isfinite(e.time_to_consensus_s)
@@ -124,16 +155,17 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
         }
         const auto hierarchical_skipped = wan::hierarchical_not_applicable(t);
         if (o.json) {
-          for (const auto& e : all) lines.push_back(to_json(t, e, bound).dump());
+          for (const auto& e : all) lines.push_back(to_json(t, e, bound, po.round).dump());
           if (hierarchical_skipped) {
             lines.push_back(
                 nlohmann::json{{"name", "hierarchical"}, {"not_applicable", *hierarchical_skipped}}
                     .dump());
           }
         } else {
-          lines.push_back(
-              fmt::format("planned schedule ({} sites, payload {:.3g} B, epsilon {:g}):", t.size(),
-                          payload, o.epsilon));
+          lines.push_back(fmt::format(
+              "planned schedule ({} sites, payload {:.3g} B, epsilon {:g}, aggregation unit {}):",
+              t.size(), payload, o.epsilon,
+              o.chunk_bytes ? fmt::format("{} B", o.chunk_bytes) : std::string("per clique")));
           for (std::size_t r = 0; r < best.schedule.size(); ++r) {
             lines.push_back(fmt::format("  round {}: {:.4f} s  {}", r + 1, best.round_times_s[r],
                                         describe(t, best.schedule[r])));
@@ -143,9 +175,9 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
           lines.push_back(fmt::format("{:<28} {:>10} {:>8} {:>8} {:>12}", "schedule", "max_clique",
                                       "rounds", "rho", "time_s"));
           for (const auto& e : all) {
-            lines.push_back(fmt::format(
-                "{:<28} {:>10} {:>8} {:>8.3g} {:>12.4f}", e.name, e.max_clique_size,
-                e.rounds ? std::to_string(*e.rounds) : "never", e.rho, e.time_to_consensus_s));
+            lines.push_back(
+                fmt::format("{:<28} {:>10} {:>8} {:>8.3g} {:>12}", e.name, e.max_clique_size,
+                            e.rounds ? std::to_string(*e.rounds) : "never", e.rho, time_cell(e)));
           }
           if (hierarchical_skipped) {
             lines.push_back(
@@ -172,7 +204,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
           const auto base = wan::baselines(t, po);
           const auto bound = wan::consensus_time_lower_bound(t, po.round, o.epsilon);
           if (o.json) {
-            auto j = to_json(t, best, bound);
+            auto j = to_json(t, best, bound, po.round);
             j["fpga_memory_bytes"] = mem;
             lines.push_back(j.dump());
           } else {

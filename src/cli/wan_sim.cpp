@@ -212,8 +212,9 @@ int wan_sim(comm::Communicator& comm, const WanSimOptions& o) {
         lines.push_back(summary.dump());
       } else {
         lines.push_back(fmt::format(
-            "{} sites, payload {:.4g} B, FPGA memory {:.4g} B, chunk {} B, tolerance {:g}",
-            t.size(), payload, memory, chunk, o.tolerance));
+            "{} sites, payload {:.4g} B, FPGA memory {:.4g} B, chunk {}, tolerance {:g}", t.size(),
+            payload, memory, chunk ? fmt::format("{} B", chunk) : std::string("per clique"),
+            o.tolerance));
         lines.push_back(fmt::format("{:<26} {:>5} {:>10} {:>10} {:>7} {:>14}", "schedule", "round",
                                     "model_s", "sim_s", "ratio", "peak_buffer_B"));
         for (const auto& r : results) {

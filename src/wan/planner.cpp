@@ -128,8 +128,10 @@ EvaluatedSchedule evaluate(const Topology& t, std::string name, Schedule schedul
   e.rho = consensus_rate(e.schedule, t.size());
   e.rounds = rounds_to_consensus(e.schedule, t.size(), o.epsilon, o.max_rounds);
   e.max_clique_size = max_clique(e.schedule);
+  e.feasible = std::all_of(e.round_times_s.begin(), e.round_times_s.end(),
+                           [](double t) { return std::isfinite(t); });
   e.time_to_consensus_s = kInf;
-  if (e.rounds) {
+  if (e.rounds && e.feasible) {
     double time = 0;
     for (std::size_t r = 0; r < *e.rounds; ++r) time += e.round_times_s[r % e.round_times_s.size()];
     e.time_to_consensus_s = time;
@@ -356,7 +358,7 @@ std::vector<EvaluatedSchedule> baselines(const Topology& t, const PlanOptions& o
   return out;
 }
 
-PlanOptions plan_options(const Topology& t, const PlanRequest& r) {
+PlanOptions plan_options([[maybe_unused]] const Topology& t, const PlanRequest& r) {
   if (!(r.payload_bytes > 0 && std::isfinite(r.payload_bytes))) {
     throw std::invalid_argument(
         fmt::format("payload must be a positive number of bytes (got {})", r.payload_bytes));
@@ -369,7 +371,7 @@ PlanOptions plan_options(const Topology& t, const PlanRequest& r) {
     throw std::invalid_argument(fmt::format("epsilon must be in (0, 1) (got {})", r.epsilon));
   PlanOptions po;
   po.round.payload_bytes = r.payload_bytes;
-  po.round.chunk_bytes = aggregation_unit(t, r.payload_bytes, r.chunk_bytes);
+  po.round.chunk_bytes = r.chunk_bytes;  // 0: per clique
   po.round.compute_s = r.compute_s;
   po.epsilon = r.epsilon;
   return po;

@@ -4,6 +4,7 @@
 #include <glpk.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -21,15 +22,17 @@ constexpr double kStaggerCapsS[] = {0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05};
 // Multicast + FPGA with sender start offsets (round_model.h): the throttled rate, the buffer at
 // line rate and the time.
 CliqueCost multicast_cost(const Topology& t, const Clique& clique, const RoundOptions& o,
-                          std::vector<double> offsets) {
+                          std::uint64_t chunk_bytes, std::vector<double> offsets) {
   CliqueCost cost;
+  cost.chunk_bytes = chunk_bytes;
   const std::size_t k = clique.size();
   double rate = std::numeric_limits<double>::infinity();
   for (auto m : clique) {
     rate = std::min({rate, t.site(m).egress_bytes_per_s, t.site(m).ingress_bytes_per_s});
   }
   const double line_rate = rate;
-  const double fixed = static_cast<double>(k - 1) * static_cast<double>(o.chunk_bytes);
+  const double min_rate = kMinRateFraction * line_rate;
+  const double fixed = static_cast<double>(k - 1) * static_cast<double>(chunk_bytes);
   double last_arrival = 0;
   for (std::size_t ri = 0; ri < k; ++ri) {
     const std::size_t r = clique[ri];
@@ -52,24 +55,19 @@ CliqueCost multicast_cost(const Topology& t, const Clique& clique, const RoundOp
     };
     const double memory = static_cast<double>(t.site(r).fpga_memory_bytes);
     cost.buffer_bytes = std::max(cost.buffer_bytes, buffer(line_rate));
-    if (memory < fixed) {
+    if (buffer(min_rate) > memory) {  // no usable rate fits (the header's feasibility rule)
       cost.feasible = false;
       cost.time_s = std::numeric_limits<double>::infinity();
       return cost;
     }
     if (buffer(rate) > memory) {  // largest R with B_r(R) <= M_r (B_r is increasing in R)
-      double lo = 0, hi = rate;
+      double lo = min_rate, hi = rate;
       for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; ++it) {
         const double mid = 0.5 * (lo + hi);
         (buffer(mid) <= memory ? lo : hi) = mid;
       }
       rate = lo;
     }
-  }
-  if (!(rate > 0)) {
-    cost.feasible = false;
-    cost.time_s = std::numeric_limits<double>::infinity();
-    return cost;
   }
   cost.throttled = rate < line_rate;
   cost.rate_bytes_per_s = rate;
@@ -154,15 +152,87 @@ std::optional<std::vector<double>> least_skew_offsets(const Topology& t, const C
   return offsets;
 }
 
+// Multicast + FPGA cost of one clique at a given aggregation unit: unstaggered, and if that is
+// throttled, the staggered candidates too (the fastest wins). The staggered offsets do not depend
+// on the unit, so they are solved once per clique, on first need, and reused for every unit.
+class MulticastCosts {
+ public:
+  MulticastCosts(const Topology& t, const Clique& clique, const RoundOptions& o)
+      : t_(t), clique_(clique), o_(o) {}
+
+  CliqueCost at(std::uint64_t chunk_bytes) {
+    const std::size_t k = clique_.size();
+    CliqueCost best = multicast_cost(t_, clique_, o_, chunk_bytes, std::vector<double>(k, 0.0));
+    if (!best.feasible || !best.throttled) return best;  // staggering cannot beat line rate
+    for (const auto& offsets : staggered()) {
+      auto candidate = multicast_cost(t_, clique_, o_, chunk_bytes, offsets);
+      if (candidate.time_s < best.time_s * (1 - 1e-9)) best = std::move(candidate);
+    }
+    return best;
+  }
+
+ private:
+  // Candidates: the least skew whatever the extra latency, and the least skew with the last
+  // stream's first arrival at most `extra` after the unstaggered clique's.
+  const std::vector<std::vector<double>>& staggered() {
+    if (staggered_) return *staggered_;
+    double max_latency = 0;
+    for (auto s : clique_)
+      for (auto r : clique_)
+        if (s != r) max_latency = std::max(max_latency, t_.latency_s(s, r));
+    std::vector<double> caps{std::numeric_limits<double>::infinity()};
+    for (double extra : kStaggerCapsS) caps.push_back(max_latency + extra);
+    staggered_.emplace();
+    for (double cap : caps)
+      if (auto offsets = least_skew_offsets(t_, clique_, cap)) staggered_->push_back(*offsets);
+    return *staggered_;
+  }
+
+  const Topology& t_;
+  const Clique& clique_;
+  const RoundOptions& o_;
+  std::optional<std::vector<std::vector<double>>> staggered_;
+};
+
+// The per-clique unit (round_model.h): the clique's time is non-increasing as the unit shrinks
+// (B_r grows with it, for every candidate offset vector), so the smallest unit gives the best
+// time and a binary search finds the largest unit that still reaches it.
+CliqueCost multicast_best_unit(const Topology& t, const Clique& clique, const RoundOptions& o) {
+  MulticastCosts costs(t, clique, o);
+  std::vector<std::uint64_t> units;
+  for (std::uint64_t u = smallest_chunk_bytes(o.payload_bytes); u <= kLargestChunkBytes; u *= 2)
+    units.push_back(u);
+  if (units.empty()) units.push_back(smallest_chunk_bytes(o.payload_bytes));
+  CliqueCost best = costs.at(units.front());
+  if (!best.feasible) return best;
+  std::size_t lo = 0, hi = units.size() - 1;  // units[lo] reaches the best time
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi + 1) / 2;
+    auto candidate = costs.at(units[mid]);
+    if (candidate.feasible && candidate.time_s <= best.time_s * (1 + 1e-12)) {
+      lo = mid;
+      best = std::move(candidate);
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
+std::uint64_t smallest_chunk_bytes(double payload_bytes) {
+  std::uint64_t floor = 4096;  // simulation limit: at most ~4096 chunks per stream
+  while (floor < kLargestChunkBytes && static_cast<double>(floor) * 4096 < payload_bytes)
+    floor *= 2;
+  return floor;
+}
+
 std::uint64_t default_chunk_bytes(const Topology& t, double payload_bytes) {
-  constexpr std::uint64_t kLargest = std::uint64_t{1} << 20;
   std::uint64_t memory = std::numeric_limits<std::uint64_t>::max();
   for (const auto& s : t.sites()) memory = std::min(memory, s.fpga_memory_bytes);
-  std::uint64_t floor = 4096;  // simulation limit: at most ~4096 chunks per stream
-  while (floor < kLargest && static_cast<double>(floor) * 4096 < payload_bytes) floor *= 2;
-  std::uint64_t chunk = kLargest;
+  const std::uint64_t floor = smallest_chunk_bytes(payload_bytes);
+  std::uint64_t chunk = kLargestChunkBytes;
   while (chunk > floor && chunk > memory / 8) chunk /= 2;
   return chunk;
 }
@@ -201,23 +271,8 @@ CliqueCost clique_cost(const Topology& t, const Clique& clique, Transport transp
     cost.kind = ExchangeKind::unicast;
     return cost;
   }
-  CliqueCost best = multicast_cost(t, clique, o, std::vector<double>(k, 0.0));
-  if (!best.feasible || !best.throttled) return best;  // staggering cannot beat line rate
-  double max_latency = 0;
-  for (auto s : clique)
-    for (auto r : clique)
-      if (s != r) max_latency = std::max(max_latency, t.latency_s(s, r));
-  // Candidates: the least skew whatever the extra latency, and the least skew with the last
-  // stream's first arrival at most `extra` after the unstaggered clique's.
-  std::vector<double> caps{std::numeric_limits<double>::infinity()};
-  for (double extra : kStaggerCapsS) caps.push_back(max_latency + extra);
-  for (double cap : caps) {
-    const auto offsets = least_skew_offsets(t, clique, cap);
-    if (!offsets) continue;
-    auto candidate = multicast_cost(t, clique, o, *offsets);
-    if (candidate.time_s < best.time_s * (1 - 1e-9)) best = std::move(candidate);
-  }
-  return best;
+  if (o.chunk_bytes > 0) return MulticastCosts(t, clique, o).at(o.chunk_bytes);
+  return multicast_best_unit(t, clique, o);
 }
 
 double round_time(const Topology& t, const Partition& round, Transport transport,

@@ -82,8 +82,6 @@ std::vector<double> chunk_sizes(double payload, std::uint64_t chunk) {
 void start_multicast(const Topology& t, const Platform& p, RoundState& r, const Clique& clique,
                      const SimulationOptions& o, std::vector<sg4::ActorPtr>& actors) {
   const std::size_t k = clique.size();
-  const auto sizes = std::make_shared<std::vector<double>>(
-      chunk_sizes(o.round.payload_bytes, o.round.chunk_bytes));
   double line_rate = std::numeric_limits<double>::infinity();
   for (auto m : clique)
     line_rate = std::min({line_rate, t.site(m).egress_bytes_per_s, t.site(m).ingress_bytes_per_s});
@@ -97,7 +95,10 @@ void start_multicast(const Topology& t, const Platform& p, RoundState& r, const 
         "one chunk per inbound stream",
         r.number + 1, k));
   }
-  const double chunk = static_cast<double>(o.round.chunk_bytes);
+  // The clique's aggregation unit: pinned, or the model's per-clique choice (round_model.h).
+  const double chunk = static_cast<double>(cost.chunk_bytes);
+  const auto sizes =
+      std::make_shared<std::vector<double>>(chunk_sizes(o.round.payload_bytes, cost.chunk_bytes));
   for (std::size_t member = 0; member < k; ++member) {
     const std::size_t s = clique[member];
     const double offset = cost.start_offset_s.empty() ? 0.0 : cost.start_offset_s[member];

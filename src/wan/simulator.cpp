@@ -132,10 +132,11 @@ void validate(const Topology& t, const std::vector<ResolvedRound>& period,
   if (!(o.round.payload_bytes > 0) || !std::isfinite(o.round.payload_bytes))
     throw std::invalid_argument(
         fmt::format("payload must be positive (got {})", o.round.payload_bytes));
-  if (o.round.chunk_bytes == 0) throw std::invalid_argument("chunk size must be positive");
   if (o.unicast_segment_bytes == 0)
     throw std::invalid_argument("unicast segment size must be positive");
-  if (o.round.payload_bytes / static_cast<double>(o.round.chunk_bytes) > 1e6) {
+  // chunk_bytes 0: each multicast clique's own unit (round_model.h), at least payload / 4096.
+  if (o.round.chunk_bytes > 0 &&
+      o.round.payload_bytes / static_cast<double>(o.round.chunk_bytes) > 1e6) {
     throw std::invalid_argument(fmt::format(
         "payload {:g} B in chunks of {} B is more than a million chunks per sender; use a larger "
         "--chunk-bytes",
@@ -151,12 +152,14 @@ void validate(const Topology& t, const std::vector<ResolvedRound>& period,
             fmt::format("round {}: a group needs at least two sites", r + 1));
       }
       p.push_back(e.sites);
-      if (e.kind == ExchangeKind::multicast_fpga &&
-          !clique_cost(t, e.sites, Transport::multicast_fpga, o.round).feasible) {
-        throw std::invalid_argument(fmt::format(
-            "round {}: FPGA memory too small for a multicast clique of {} sites (each member "
-            "needs one {}-byte chunk per inbound stream)",
-            r + 1, e.sites.size(), o.round.chunk_bytes));
+      if (e.kind == ExchangeKind::multicast_fpga) {
+        const auto cost = clique_cost(t, e.sites, Transport::multicast_fpga, o.round);
+        if (!cost.feasible) {
+          throw std::invalid_argument(fmt::format(
+              "round {}: FPGA memory too small for a multicast clique of {} sites (each member "
+              "needs one {}-byte chunk per inbound stream and room for the skew)",
+              r + 1, e.sites.size(), cost.chunk_bytes));
+        }
       }
     }
     try {

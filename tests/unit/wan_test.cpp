@@ -221,6 +221,84 @@ TEST(RoundModel, DefaultAggregationUnit) {
   EXPECT_EQ(default_chunk_bytes(line_topology(1000), 1e6), 4096u);
 }
 
+// Issue 16, item 6: with 8 MiB FPGAs and one unit of memory/8 (1 MiB) a 9-site clique's 8 chunk
+// slots filled the whole memory and the throttled rate fell to ~0 (1.06e16 s for 100 MB).
+TEST(RoundModel, AggregationUnitChosenPerCliqueMakesTheNineSiteCliqueRun) {
+  const auto t = load_topology({.fpga_memory_bytes = 8388608.0});
+  Clique all(t.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  RoundOptions o;
+  o.payload_bytes = 1e8;
+  ASSERT_EQ(o.chunk_bytes, 0u);  // the default: chosen per clique
+  const auto chosen = clique_cost(t, all, Transport::multicast_fpga, o);
+  ASSERT_TRUE(chosen.feasible);
+  // The smallest unit considered (1e8 / 4096 -> 32 KiB) is the fastest when throttled.
+  EXPECT_EQ(chosen.chunk_bytes, smallest_chunk_bytes(1e8));
+  EXPECT_EQ(chosen.chunk_bytes, 32768u);
+  auto pinned = o;
+  pinned.chunk_bytes = 65536;
+  const auto at_64k = clique_cost(t, all, Transport::multicast_fpga, pinned);
+  ASSERT_TRUE(at_64k.feasible);
+  EXPECT_NEAR(at_64k.time_s, 2.83, 0.01);  // the issue's pinned figure
+  EXPECT_LE(chosen.time_s, at_64k.time_s);
+  EXPECT_GT(chosen.time_s, 0.9 * at_64k.time_s);
+  // The chosen unit is the best of every power of two in range, and the time never falls as the
+  // unit grows (the binary search relies on it).
+  double previous = 0;
+  for (std::uint64_t u = smallest_chunk_bytes(1e8); u <= kLargestChunkBytes; u *= 2) {
+    pinned.chunk_bytes = u;
+    const double time = clique_cost(t, all, Transport::multicast_fpga, pinned).time_s;
+    EXPECT_GE(time, previous) << u;
+    EXPECT_GE(time, chosen.time_s) << u;
+    previous = time;
+  }
+  // The old unit (memory / 8 = 1 MiB): only the chunk slots fit, no usable rate: infeasible.
+  pinned.chunk_bytes = 1 << 20;
+  const auto old_unit = clique_cost(t, all, Transport::multicast_fpga, pinned);
+  EXPECT_FALSE(old_unit.feasible);
+  EXPECT_TRUE(std::isinf(old_unit.time_s));
+  // A clique at line rate gains nothing from a smaller unit and takes the largest.
+  const auto roomy = load_topology({.fpga_memory_bytes = 1e9});
+  const auto triad = clique_cost(roomy, {0, 1, 2}, Transport::multicast_fpga, o);
+  EXPECT_FALSE(triad.throttled);
+  EXPECT_EQ(triad.chunk_bytes, kLargestChunkBytes);
+  // Transport::best and the planner see the chosen unit: all-to-all multicast is a number.
+  const auto po = plan_options(t, {.payload_bytes = 1e8});
+  EXPECT_EQ(po.round.chunk_bytes, 0u);
+  const auto base = baselines(t, po);
+  ASSERT_EQ(base[1].name, "all_to_all_multicast_fpga");
+  EXPECT_TRUE(base[1].feasible);
+  EXPECT_NEAR(base[1].time_to_consensus_s, chosen.time_s, 1e-12);
+}
+
+TEST(RoundModel, MemoryHoldingOnlyTheChunkSlotsIsInfeasible) {
+  // A triad pinned to 1,000-byte chunks: 2 slots per receiver. Memory of exactly the slots
+  // admits no positive rate (B_r(R) = 2000 · (1 + R / I) + skew > 2000): infeasible, not a
+  // rate of a few bytes per second. A little more room runs, throttled.
+  RoundOptions o;
+  o.payload_bytes = 1e8;
+  o.chunk_bytes = 1000;
+  const auto exact = clique_cost(line_topology(2000), {0, 1, 2}, Transport::multicast_fpga, o);
+  EXPECT_FALSE(exact.feasible);
+  EXPECT_TRUE(std::isinf(exact.time_s));
+  EXPECT_TRUE(
+      std::isinf(round_time(line_topology(2000), {{0, 1, 2}}, Transport::multicast_fpga, o)));
+  // Best falls back to unicast or a ring.
+  EXPECT_TRUE(
+      std::isfinite(clique_cost(line_topology(2000), {0, 1, 2}, Transport::best, o).time_s));
+  const auto roomier = clique_cost(line_topology(100'000), {0, 1, 2}, Transport::multicast_fpga, o);
+  EXPECT_TRUE(roomier.feasible);
+  EXPECT_TRUE(std::isfinite(roomier.time_s));
+  // The feasibility floor: a rate below kMinRateFraction of line rate counts as none.
+  EXPECT_GE(roomier.rate_bytes_per_s, kMinRateFraction * 1e9);
+  // An infeasible schedule is flagged, its time +inf.
+  PlanOptions po;
+  po.round = o;
+  const auto e = evaluate(line_topology(2000), "x", {{{0, 1, 2}}}, Transport::multicast_fpga, po);
+  EXPECT_FALSE(e.feasible);
+  EXPECT_TRUE(std::isinf(e.time_to_consensus_s));
+}
+
 TEST(Planner, LowerBoundFollowsTheFastestChain) {
   // A-C direct is 30 ms, but A-B-C is 10 + 15 = 25 ms: the farthest site of C (and of A) is 25
   // ms away by the fastest chain; plus S / I = 0.1 s.
@@ -408,11 +486,11 @@ TEST(Topology, SelectSitesKeepsTheirLatenciesInTheGivenOrder) {
   EXPECT_THROW(select_sites(all, {"LON"}), TopologyError);  // one site
 }
 
-TEST(Planner, PlanOptionsResolveTheAggregationUnitAndCheckTheRequest) {
+TEST(Planner, PlanOptionsKeepTheAggregationUnitAndCheckTheRequest) {
   const auto t = load_topology({.fpga_memory_bytes = 8e6});
   const auto po = plan_options(t, {.payload_bytes = 1e9, .compute_s = 0.5, .epsilon = 1e-2});
   EXPECT_DOUBLE_EQ(po.round.payload_bytes, 1e9);
-  EXPECT_EQ(po.round.chunk_bytes, default_chunk_bytes(t, 1e9));
+  EXPECT_EQ(po.round.chunk_bytes, 0u);  // chosen per clique
   EXPECT_EQ(aggregation_unit(t, 1e9, 0), default_chunk_bytes(t, 1e9));
   EXPECT_DOUBLE_EQ(po.round.compute_s, 0.5);
   EXPECT_DOUBLE_EQ(po.epsilon, 1e-2);

@@ -32,16 +32,18 @@ inline constexpr double kDefaultPayloadBytes = 100e6;
 // What a caller (the planner's command line, the trainer) asks to plan for.
 struct PlanRequest {
   double payload_bytes = kDefaultPayloadBytes;  // > 0, finite
-  std::uint64_t chunk_bytes = 0;  // FPGA aggregation unit; 0: default_chunk_bytes(topology, S)
+  std::uint64_t chunk_bytes = 0;  // FPGA aggregation unit; 0: chosen per clique (round_model.h)
   double compute_s = 0;           // local work per round, >= 0
   double epsilon = 1e-3;          // consensus target, in (0, 1)
 };
 
-// PlanOptions for `request` on `topology`, the aggregation unit resolved (aggregation_unit).
-// std::invalid_argument naming the field when a value is out of range.
+// PlanOptions for `request` on `topology` (the aggregation unit as requested: 0 lets each
+// multicast clique choose its own, RoundOptions::chunk_bytes). std::invalid_argument naming the
+// field when a value is out of range.
 PlanOptions plan_options(const Topology& topology, const PlanRequest& request);
 
-// `chunk_bytes` if non-zero, else default_chunk_bytes(topology, payload_bytes).
+// One unit for every clique: `chunk_bytes` if non-zero, else default_chunk_bytes(topology,
+// payload_bytes). (plan_options no longer pins a unit; kept for callers that want one.)
 std::uint64_t aggregation_unit(const Topology& topology, double payload_bytes,
                                std::uint64_t chunk_bytes);
 
@@ -52,7 +54,10 @@ struct EvaluatedSchedule {
   std::vector<double> round_times_s;  // one per round of the period
   double rho = 1;                     // consensus rate of one period
   std::optional<std::size_t> rounds;  // rounds to ε-consensus
-  double time_to_consensus_s = 0;     // +inf if never
+  double time_to_consensus_s = 0;     // +inf if never, or if infeasible
+  // false: some round has a clique that cannot run at this FPGA memory (its round time is +inf;
+  // CliqueCost::feasible). Callers print it as infeasible, never as a time.
+  bool feasible = true;
   std::size_t max_clique_size = 0;
   std::vector<ResolvedRound> resolved;  // how each round runs (transport per clique decided)
 };

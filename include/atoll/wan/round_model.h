@@ -19,8 +19,19 @@
 // arriving meanwhile. Both corrections came from the simulator (simulator.h): a 100 MB all-to-all
 // holds 0.70 GB, not the 3.8 GB of the uncapped R·Σ skew, and a pair at line rate holds two
 // chunks, not one. Throttling rule: if B_r(R_line) exceeds the FPGA memory M_r, all senders of
-// the clique slow down to the largest R with B_r(R) ≤ M_r for every member; a clique is
-// infeasible when M_r < (k−1)·chunk for some member.
+// the clique slow down to the largest R with B_r(R) ≤ M_r for every member.
+// Feasibility: a multicast clique is infeasible (time +inf, never a number) when some member's
+// memory does not fit B_r at kMinRateFraction of the line rate, i.e. when it holds its (k−1)
+// chunk slots with too little room left for the skew of any usable rate (B_r(R) → (k−1)·chunk
+// as R → 0, so the memory must exceed the slots). Without that floor a memory just equal to the
+// slots gave a positive rate of a few bytes per second and times like 1e16 s.
+// Aggregation unit (chunk): a free parameter of the schedule. Unless the caller pins one
+// (RoundOptions::chunk_bytes), each multicast clique takes, among the powers of two from
+// smallest_chunk_bytes(S) to kLargestChunkBytes, the unit that finishes it soonest; B_r grows
+// with the unit, so the smallest unit is never slower, and among units that finish equally soon
+// (a clique at line rate) the largest is taken (fewer chunks: less per-chunk work in a real
+// aggregator and in the simulator). Found when a 9-site clique with 8 MiB FPGAs and the old
+// single unit of memory/8 filled its whole memory with chunk slots (issue 16).
 // Clique time: max ℓ in the clique + S / R. The rate R is set when the clique starts, from the
 // known latencies and the members' memories (an open-loop, rate-based throttle; the simulator,
 // simulator.h, checks that the buffers it predicts are never exceeded).
@@ -57,17 +68,30 @@ namespace atl::wan {
 enum class Transport { unicast, multicast_fpga, best };
 
 struct RoundOptions {
-  double payload_bytes = 100e6;                        // S
-  std::uint64_t chunk_bytes = std::uint64_t{1} << 20;  // FPGA aggregation unit
-  double compute_s = 0;                                // local work between rounds
+  double payload_bytes = 100e6;  // S
+  // FPGA aggregation unit in bytes. 0: chosen per multicast clique (the unit that finishes the
+  // clique soonest, see the header comment; CliqueCost::chunk_bytes reports it); non-zero: this
+  // unit for every clique.
+  std::uint64_t chunk_bytes = 0;
+  double compute_s = 0;  // local work between rounds
 };
 
-// The FPGA aggregation unit when none is given: a power of two, at most 1 MiB and at most 1/8 of
-// the smallest FPGA memory (an aggregator sizes its slots to its memory, as a SwitchML pool does:
-// a triad at line rate then keeps half its memory in chunk slots, the rest absorbs skew), but at
-// least payload / 4096 (and 4 KiB) so that a simulation stays within ~4k chunks per stream. That
-// floor is a simulation limit, not a property of FPGAs (which aggregate packet-sized units): at
-// small memory and large payloads the model is pessimistic (throttled or infeasible cliques).
+// The largest aggregation unit the per-clique choice considers.
+inline constexpr std::uint64_t kLargestChunkBytes = std::uint64_t{1} << 20;
+
+// The smallest unit the per-clique choice considers: a power of two, at least 4 KiB and at least
+// payload / 4096, so that a simulation stays within ~4k chunks per stream (1 GB at 64 KiB did not
+// finish in 10 minutes). That floor is a simulation limit, not a property of FPGAs (which
+// aggregate packet-sized units): at small memory and large payloads the model is pessimistic.
+std::uint64_t smallest_chunk_bytes(double payload_bytes);
+
+// A multicast clique is infeasible below this fraction of its line rate (header comment).
+inline constexpr double kMinRateFraction = 1e-6;
+
+// One unit for every clique (the planner's default before units were chosen per clique; pin it
+// with RoundOptions::chunk_bytes to reproduce older results): a power of two, at most 1 MiB and
+// at most 1/8 of the smallest FPGA memory, but at least smallest_chunk_bytes(payload). With 8 MiB
+// FPGAs it fills a 9-site clique's memory with chunk slots: the per-clique choice replaces it.
 std::uint64_t default_chunk_bytes(const Topology& topology, double payload_bytes);
 
 // A clique's exchange with its transport decided.
@@ -78,7 +102,10 @@ struct CliqueCost {
   double rate_bytes_per_s = 0;  // per sender (multicast) or per flow (unicast)
   double buffer_bytes = 0;      // largest FPGA buffer needed at line rate (multicast only)
   bool throttled = false;
-  bool feasible = true;  // false: some member's FPGA cannot hold one chunk per stream
+  // false: some member's FPGA memory cannot run the clique at kMinRateFraction of line rate
+  // (it holds the (k−1) chunk slots and too little else); time_s is then +infinity.
+  bool feasible = true;
+  std::uint64_t chunk_bytes = 0;  // multicast: the aggregation unit used (pinned or chosen)
   // Multicast only: when each member (in clique order) starts sending, from the round's start;
   // all zero unless staggering finishes sooner.
   std::vector<double> start_offset_s;
