@@ -173,6 +173,10 @@ int main(int argc, char** argv) {
                        "sites CSV (default: the nine cities in data/cities-9.csv)");
   plan_cmd->add_option("--latency-matrix", plan_options.latency_matrix_file,
                        "measured one-way latencies, CSV in ms");
+  plan_cmd->add_option("--latency-model", plan_options.latency_model,
+                       "fiber (dedicated links, default) or affine (fitted to public pings)");
+  plan_cmd->add_option("--latency-samples", plan_options.latency_samples_file,
+                       "affine: city-pair pings CSV to fit (default: data/pings-2011.csv)");
   optional_option(plan_cmd, "--payload", plan_options.payload_bytes,
                   "bytes each site sends per round (default 1e8)");
   optional_option(plan_cmd, "--fpga-memory", plan_options.fpga_memory_bytes,
@@ -216,6 +220,10 @@ int main(int argc, char** argv) {
                             "sites CSV (default: data/cities-9.csv)");
     wan_sim_cmd->add_option("--latency-matrix", w.plan.latency_matrix_file,
                             "measured one-way latencies, CSV in ms");
+    wan_sim_cmd->add_option("--latency-model", w.plan.latency_model,
+                            "fiber (dedicated links, default) or affine (fitted to public pings)");
+    wan_sim_cmd->add_option("--latency-samples", w.plan.latency_samples_file,
+                            "affine: city-pair pings CSV to fit (default: data/pings-2011.csv)");
     optional_option(wan_sim_cmd, "--rounds", w.rounds,
                     "rounds to simulate (default: rounds to consensus, else one period)");
     optional_option(wan_sim_cmd, "--payload", w.plan.payload_bytes,

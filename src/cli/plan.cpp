@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -40,6 +41,12 @@ wan::TopologyOptions topology_options(const PlanCommandOptions& o,
   wan::TopologyOptions t;
   t.topology_file = o.topology_file;
   t.latency_matrix_file = o.latency_matrix_file;
+  try {
+    t.latency_model = wan::parse_latency_model(o.latency_model);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--latency-model: {}", e.what()));
+  }
+  t.latency_samples_file = o.latency_samples_file;
   t.fpga_memory_bytes = fpga_memory_bytes;
   if (o.egress_gbps) t.egress_bytes_per_s = *o.egress_gbps * 1e9 / 8;
   if (o.ingress_gbps) t.ingress_bytes_per_s = *o.ingress_gbps * 1e9 / 8;
@@ -63,6 +70,28 @@ std::string describe(const wan::Topology& t, const wan::Partition& round) {
     s += "}";
   }
   return s;
+}
+
+// Which latency model the figures use; for the affine model, its fit (docs/wan.md).
+std::string latency_line(const PlanCommandOptions& o) {
+  if (!o.latency_matrix_file.empty())
+    return fmt::format("  latencies: measured matrix {}", o.latency_matrix_file);
+  if (wan::parse_latency_model(o.latency_model) == wan::LatencyModelKind::fiber)
+    return "  latencies: fiber model (great circle x 1.2 within a continent, x 1.5 across, at "
+           "204,000 km/s)";
+  const auto fit = wan::fit_affine_latency(wan::load_latency_samples_csv(
+      o.latency_samples_file.empty() ? wan::default_latency_samples_file()
+                                     : std::filesystem::path(o.latency_samples_file)));
+  const auto describe = [](const char* name, const wan::AffineClassFit& c) {
+    return fmt::format(
+        "{} {:.2f} ms + {:.3f} ms/1000 km (R^2 {:.3f}, rms {:.2f} ms, {} samples, "
+        "{} outliers)",
+        name, c.line.fixed_s * 1e3, c.line.per_km_s * 1e6, c.r_squared, c.rms_residual_s * 1e3,
+        c.samples, c.outliers.size());
+  };
+  return fmt::format("  latencies: affine fit, one way: {}; {}",
+                     describe("same continent", fit.same_continent),
+                     describe("across", fit.cross_continent));
 }
 
 // The time column of a schedule: infeasible (a clique cannot run at this memory) and never
@@ -155,7 +184,11 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
         }
         const auto hierarchical_skipped = wan::hierarchical_not_applicable(t);
         if (o.json) {
-          for (const auto& e : all) lines.push_back(to_json(t, e, bound, po.round).dump());
+          for (const auto& e : all) {
+            auto j = to_json(t, e, bound, po.round);
+            j["latency_model"] = o.latency_matrix_file.empty() ? o.latency_model : "matrix";
+            lines.push_back(j.dump());
+          }
           if (hierarchical_skipped) {
             lines.push_back(
                 nlohmann::json{{"name", "hierarchical"}, {"not_applicable", *hierarchical_skipped}}
@@ -166,6 +199,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
               "planned schedule ({} sites, payload {:.3g} B, epsilon {:g}, aggregation unit {}):",
               t.size(), payload, o.epsilon,
               o.chunk_bytes ? fmt::format("{} B", o.chunk_bytes) : std::string("per clique")));
+          lines.push_back(latency_line(o));
           for (std::size_t r = 0; r < best.schedule.size(); ++r) {
             lines.push_back(fmt::format("  round {}: {:.4f} s  {}", r + 1, best.round_times_s[r],
                                         describe(t, best.schedule[r])));
@@ -206,6 +240,7 @@ int plan(comm::Communicator& comm, const PlanCommandOptions& o) {
           if (o.json) {
             auto j = to_json(t, best, bound, po.round);
             j["fpga_memory_bytes"] = mem;
+            j["latency_model"] = o.latency_matrix_file.empty() ? o.latency_model : "matrix";
             lines.push_back(j.dump());
           } else {
             lines.push_back(fmt::format(

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -81,7 +82,13 @@ Topology::Topology(std::vector<Site> sites, const LatencyModel& model) : sites_(
       const double inflation = sites_[i].continent == sites_[j].continent
                                    ? model.inflation_same_continent
                                    : model.inflation_cross_continent;
-      latency_s_[i * n + j] = km * inflation / model.fiber_km_per_s;
+      if (model.kind == LatencyModelKind::affine) {
+        const auto& a = sites_[i].continent == sites_[j].continent ? model.affine_same_continent
+                                                                   : model.affine_cross_continent;
+        latency_s_[i * n + j] = std::max(0.0, a.fixed_s + a.per_km_s * km);
+      } else {
+        latency_s_[i * n + j] = km * inflation / model.fiber_km_per_s;
+      }
     }
   }
 }
@@ -186,6 +193,133 @@ void load_latency_matrix_csv(Topology& topology, const std::filesystem::path& fi
   topology.set_latency_matrix(seconds);
 }
 
+const char* to_string(LatencyModelKind kind) {
+  return kind == LatencyModelKind::affine ? "affine" : "fiber";
+}
+
+LatencyModelKind parse_latency_model(const std::string& text) {
+  if (text == "fiber") return LatencyModelKind::fiber;
+  if (text == "affine") return LatencyModelKind::affine;
+  throw std::invalid_argument(
+      fmt::format("latency model must be 'fiber' or 'affine' (got '{}')", text));
+}
+
+std::vector<LatencySample> load_latency_samples_csv(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw TopologyError("cannot read latency samples " + file.string());
+  std::vector<LatencySample> out;
+  std::string line;
+  int number = 0;
+  bool header = true;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {  // from,to,rtt_ms,...
+      header = false;
+      continue;
+    }
+    const auto f = split_csv(line);
+    if (f.size() != 9) {
+      throw TopologyError(fmt::format(
+          "{}:{}: expected 9 columns (from,to,rtt_ms,from_lat,from_lon,from_continent,to_lat,"
+          "to_lon,to_continent), got {}",
+          file.string(), number, f.size()));
+    }
+    LatencySample s;
+    s.from = f[0];
+    s.to = f[1];
+    const double rtt_ms = parse_number(f[2], file, number, "rtt_ms");
+    if (!(rtt_ms > 0))
+      throw TopologyError(fmt::format("{}:{}: rtt_ms must be positive", file.string(), number));
+    s.one_way_s = rtt_ms / 2e3;
+    s.distance_km = great_circle_km(
+        parse_number(f[3], file, number, "from_lat"), parse_number(f[4], file, number, "from_lon"),
+        parse_number(f[6], file, number, "to_lat"), parse_number(f[7], file, number, "to_lon"));
+    s.same_continent = f[5] == f[8];
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+AffineClassFit fit_class(std::vector<LatencySample> used, const char* name) {
+  AffineClassFit fit;
+  for (;;) {
+    const auto n = static_cast<double>(used.size());
+    if (used.size() < 2)
+      throw TopologyError(fmt::format("latency fit: fewer than 2 {} samples", name));
+    double mx = 0, my = 0;
+    for (const auto& s : used) {
+      mx += s.distance_km / n;
+      my += s.one_way_s / n;
+    }
+    double sxx = 0, sxy = 0, syy = 0;
+    for (const auto& s : used) {
+      sxx += (s.distance_km - mx) * (s.distance_km - mx);
+      sxy += (s.distance_km - mx) * (s.one_way_s - my);
+      syy += (s.one_way_s - my) * (s.one_way_s - my);
+    }
+    if (!(sxx > 0))
+      throw TopologyError(fmt::format("latency fit: all {} samples at one distance", name));
+    fit.line.per_km_s = sxy / sxx;
+    fit.line.fixed_s = my - fit.line.per_km_s * mx;
+    std::vector<double> residuals;
+    for (const auto& s : used)
+      residuals.push_back(s.one_way_s - fit.line.fixed_s - fit.line.per_km_s * s.distance_km);
+    const double centre = median(residuals);
+    std::vector<double> deviations;
+    for (double r : residuals) deviations.push_back(std::abs(r - centre));
+    const double limit = 3 * 1.4826 * median(deviations);
+    std::vector<LatencySample> kept;
+    for (std::size_t i = 0; i < used.size(); ++i) {
+      if (limit > 0 && std::abs(residuals[i] - centre) > limit)
+        fit.outliers.push_back(used[i]);
+      else
+        kept.push_back(used[i]);
+    }
+    if (kept.size() == used.size()) {
+      double ss = 0;
+      for (double r : residuals) {
+        ss += r * r;
+        fit.max_abs_residual_s = std::max(fit.max_abs_residual_s, std::abs(r));
+      }
+      fit.samples = used.size();
+      fit.rms_residual_s = std::sqrt(ss / n);
+      fit.r_squared = syy > 0 ? 1 - ss / syy : 1.0;
+      return fit;
+    }
+    used = std::move(kept);
+  }
+}
+
+}  // namespace
+
+AffineLatencyFit fit_affine_latency(const std::vector<LatencySample>& samples) {
+  std::vector<LatencySample> same, cross;
+  for (const auto& s : samples) (s.same_continent ? same : cross).push_back(s);
+  return {fit_class(std::move(same), "same-continent"),
+          fit_class(std::move(cross), "cross-continent")};
+}
+
+LatencyModel affine_latency_model(const AffineLatencyFit& fit) {
+  LatencyModel m;
+  m.kind = LatencyModelKind::affine;
+  m.affine_same_continent = fit.same_continent.line;
+  m.affine_cross_continent = fit.cross_continent.line;
+  return m;
+}
+
+std::filesystem::path default_latency_samples_file() {
+  return std::filesystem::path(ATOLL_DATA_DIR) / "pings-2011.csv";
+}
+
 std::filesystem::path default_topology_file() {
   return std::filesystem::path(ATOLL_DATA_DIR) / "cities-9.csv";
 }
@@ -219,8 +353,13 @@ Topology load_topology(const TopologyOptions& o) {
     defaults.fpga_memory_bytes = static_cast<std::uint64_t>(*o.fpga_memory_bytes);
   if (o.egress_bytes_per_s) defaults.egress_bytes_per_s = *o.egress_bytes_per_s;
   if (o.ingress_bytes_per_s) defaults.ingress_bytes_per_s = *o.ingress_bytes_per_s;
+  LatencyModel model;
+  if (o.latency_model == LatencyModelKind::affine) {
+    model = affine_latency_model(fit_affine_latency(load_latency_samples_csv(
+        o.latency_samples_file.empty() ? default_latency_samples_file() : o.latency_samples_file)));
+  }
   auto t = load_topology_csv(o.topology_file.empty() ? default_topology_file() : o.topology_file,
-                             defaults);
+                             defaults, model);
   if (!o.latency_matrix_file.empty()) load_latency_matrix_csv(t, o.latency_matrix_file);
   if (!o.fpga_memory_bytes && !o.egress_bytes_per_s && !o.ingress_bytes_per_s) return t;
   auto sites = t.sites();  // the overrides replace per-site values from the file too

@@ -59,5 +59,19 @@ else
   fail "plan-json-chunk-bytes" "$out"
 fi
 
+# Latency models (issue 16, item 7): affine is fitted to the shipped pings and says so; an
+# unknown model is an error naming the flag; JSON rows carry the model.
+out=$(timeout 120 "$atoll" plan --latency-model affine --fpga-memory 1e9 2>&1)
+grep -qE "latencies: affine fit, one way: same continent [0-9.]+ ms \+" <<<"$out" \
+  && pass "plan-latency-affine" || fail "plan-latency-affine" "$out"
+out=$(timeout 120 "$atoll" plan --fpga-memory 1e9 2>&1)
+grep -q "latencies: fiber model" <<<"$out" && pass "plan-latency-fiber" || fail "plan-latency-fiber" "$out"
+out=$(timeout 60 "$atoll" plan --latency-model cable 2>&1)
+rc=$?
+[ $rc -ne 0 ] && grep -q "\-\-latency-model: latency model must be 'fiber' or 'affine' (got 'cable')" <<<"$out" \
+  && pass "plan-latency-unknown" || fail "plan-latency-unknown" "$out"
+out=$(timeout 120 "$atoll" plan --json --latency-model affine --fpga-memory 1e9 2>&1)
+grep -q '"latency_model":"affine"' <<<"$out" && pass "plan-latency-json" || fail "plan-latency-json" "$out"
+
 if [ "$failures" -gt 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "all plan checks passed"

@@ -42,6 +42,79 @@ TEST(Topology, GreatCircleAndLatencyByLinkClass) {
   EXPECT_DOUBLE_EQ(t.latency_s(0, 1), t.latency_s(1, 0));
 }
 
+TEST(Topology, AffineLatencyFitOnAHandTable) {
+  auto sample = [](double km, bool same, double s) {
+    LatencySample x;
+    x.from = x.to = "X";
+    x.distance_km = km;
+    x.same_continent = same;
+    x.one_way_s = s;
+    return x;
+  };
+  // Same continent: (0, 1), (0, 3), (10, 11), (10, 13): slope 1, intercept 2, residuals ±1,
+  // SS_res 4, SS_tot 104 (mean 7). Across: exactly 0.5 + 0.01 · km on five points plus a detour
+  // (300 km at 100 s) that the robust rule leaves out.
+  std::vector<LatencySample> table{sample(0, true, 1), sample(0, true, 3), sample(10, true, 11),
+                                   sample(10, true, 13)};
+  for (double km : {100.0, 200.0, 400.0, 800.0, 1600.0})
+    table.push_back(sample(km, false, 0.5 + 0.01 * km));
+  table.push_back(sample(300, false, 100));
+  const auto fit = fit_affine_latency(table);
+  EXPECT_NEAR(fit.same_continent.line.fixed_s, 2, 1e-12);
+  EXPECT_NEAR(fit.same_continent.line.per_km_s, 1, 1e-12);
+  EXPECT_EQ(fit.same_continent.samples, 4u);
+  EXPECT_TRUE(fit.same_continent.outliers.empty());
+  EXPECT_NEAR(fit.same_continent.rms_residual_s, 1, 1e-12);
+  EXPECT_NEAR(fit.same_continent.max_abs_residual_s, 1, 1e-12);
+  EXPECT_NEAR(fit.same_continent.r_squared, 1 - 4.0 / 104, 1e-12);
+  EXPECT_NEAR(fit.cross_continent.line.fixed_s, 0.5, 1e-9);
+  EXPECT_NEAR(fit.cross_continent.line.per_km_s, 0.01, 1e-12);
+  EXPECT_EQ(fit.cross_continent.samples, 5u);
+  ASSERT_EQ(fit.cross_continent.outliers.size(), 1u);
+  EXPECT_DOUBLE_EQ(fit.cross_continent.outliers[0].one_way_s, 100);
+  EXPECT_NEAR(fit.cross_continent.r_squared, 1, 1e-12);
+  // The affine model puts the fitted lines on a topology, per link class.
+  const auto model = affine_latency_model(fit);
+  const Topology t({site("A", "Europe", 0, 0), site("B", "Europe", 0, 1), site("C", "Asia", 0, 2)},
+                   model);
+  const double ab = great_circle_km(0, 0, 0, 1), ac = great_circle_km(0, 0, 0, 2);
+  EXPECT_NEAR(t.latency_s(0, 1), 2 + ab, 1e-9);
+  EXPECT_NEAR(t.latency_s(0, 2), 0.5 + 0.01 * ac, 1e-9);
+  // Too little data, and unknown model names, are errors.
+  EXPECT_THROW(fit_affine_latency({sample(1, true, 1), sample(2, false, 1)}), TopologyError);
+  EXPECT_THROW(parse_latency_model("cable"), std::invalid_argument);
+  EXPECT_EQ(parse_latency_model("affine"), LatencyModelKind::affine);
+}
+
+// Issue 16, item 7: the fiber model was 1.5-5x too low within a continent (Milan-Paris 7.5 vs
+// 21.6 ms RTT); the affine fit to the shipped pings reproduces it within the fit's residual.
+TEST(Topology, AffineFitToThePingsReproducesMilanParis) {
+  const auto samples = load_latency_samples_csv(default_latency_samples_file());
+  ASSERT_EQ(samples.size(), 72u);
+  const auto fit = fit_affine_latency(samples);
+  const auto& same = fit.same_continent;
+  EXPECT_GT(same.line.fixed_s, 0.002);  // the per-path cost the fiber model lacks (one way)
+  EXPECT_GT(same.r_squared, 0.7);
+  bool baltimore_new_york_left_out = false;
+  for (const auto& o : same.outliers)
+    baltimore_new_york_left_out |= o.from == "Baltimore" && o.to == "New York";
+  EXPECT_TRUE(baltimore_new_york_left_out);
+  for (const auto& s : samples) {
+    if (!(s.from == "Milan" && s.to == "Paris") && !(s.from == "Paris" && s.to == "Milan"))
+      continue;
+    const double affine = same.line.fixed_s + same.line.per_km_s * s.distance_km;
+    EXPECT_LE(std::abs(affine - s.one_way_s), same.rms_residual_s) << s.from << "-" << s.to;
+    const double fiber = s.distance_km * 1.2 / 204000;
+    EXPECT_GT(std::abs(fiber - s.one_way_s), same.rms_residual_s);  // the fiber model is not
+  }
+  // The topology loader fits the same table when asked for the affine model.
+  const auto t = load_topology({.latency_model = LatencyModelKind::affine});
+  const auto lon = t.index_of("LON"), ams = t.index_of("AMS");
+  const double km = great_circle_km(t.site(lon).latitude_deg, t.site(lon).longitude_deg,
+                                    t.site(ams).latitude_deg, t.site(ams).longitude_deg);
+  EXPECT_NEAR(t.latency_s(lon, ams), same.line.fixed_s + same.line.per_km_s * km, 1e-12);
+}
+
 TEST(Topology, DefaultNineCitiesLoad) {
   const auto t = load_topology_csv(std::filesystem::path(ATOLL_SOURCE_DIR) / "data/cities-9.csv");
   ASSERT_EQ(t.size(), 9u);

@@ -44,8 +44,10 @@ struct AnalyzeOptions {
 int analyze(comm::Communicator& comm, const AnalyzeOptions& options);
 
 struct PlanCommandOptions {
-  std::string topology_file;        // empty: the nine-city default shipped in data/
-  std::string latency_matrix_file;  // optional measured one-way latencies (ms)
+  std::string topology_file;            // empty: the nine-city default shipped in data/
+  std::string latency_matrix_file;      // optional measured one-way latencies (ms)
+  std::string latency_model = "fiber";  // fiber | affine (wan::LatencyModelKind)
+  std::string latency_samples_file;     // affine: pings to fit (empty: data/pings-2011.csv)
   // Flags absent when not given (then: the schedule file's payload for wan-sim --schedule, else
   // 1e8; the topology's memory and bandwidths, else its defaults). Given, each must be positive.
   std::optional<double> payload_bytes;
@@ -76,11 +78,11 @@ int wan_sim(comm::Communicator& comm, const WanSimOptions& options);
 // wan-platform: `atoll wan-platform` writes a SimGrid platform for SMPI runs across WAN sites,
 // with the topology's latencies (src/cli/wan_platform.cpp, atoll/wan/smpi_platform.h).
 struct WanPlatformOptions {
-  std::string topology_file;        // empty: data/cities-9.csv
-  std::string latency_matrix_file;  // optional measured one-way latencies (ms)
-  std::string sites;                // "": all; "N": the first N in file order; "A,B,...": these
-  std::string bandwidth;            // each site's access link, SimGrid units ("1Gbps")
-  std::string name;                 // the zone's id; empty: --out's stem, else "wan"
+  std::string topology_file;            // empty: data/cities-9.csv
+  std::string latency_matrix_file;      // optional measured one-way latencies (ms)
+  std::string sites;                    // "": all; "N": the first N in file order; "A,B,...": these
+  std::string bandwidth;                // each site's access link, SimGrid units ("1Gbps")
+  std::string name;                     // the zone's id; empty: --out's stem, else "wan"
   std::optional<std::string> smpi_cfg;  // absent: wan::kWanSmpiCollectives; "" writes none
   std::string out;                      // empty: standard output
 };
