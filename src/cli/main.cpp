@@ -396,6 +396,9 @@ int main(int argc, char** argv) {
                         "time of the step's model work)");
   train_cmd->add_option("--site-speed", tc.site_speed,
                         "sites: CODE:FACTOR,... (a site computes FACTOR times as fast)");
+  train_cmd->add_option("--overlap-rounds", tc.overlap_rounds,
+                        "sites, diloco: 1 lets a meeting's exchange run behind the next "
+                        "--sync-every local steps (its result applied one round stale); 0: wait");
   train_cmd->add_option("--timeline", tc.timeline,
                         "write each layer's compute and sync times on every rank to FILE "
                         "(JSON lines)");

@@ -101,7 +101,8 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
                                     {"--ingress-gbps", c.ingress_gbps != 0},
                                     {"--transport", c.transport != "best"},
                                     {"--compute-s", c.compute_s != 0},
-                                    {"--site-speed", !c.site_speed.empty()}}) {
+                                    {"--site-speed", !c.site_speed.empty()},
+                                    {"--overlap-rounds", c.overlap_rounds != 0}}) {
       if (set) return fmt::format("{} applies with --topology (training across sites)", flag);
     }
     return std::nullopt;
@@ -113,6 +114,12 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
         c.strategy);
   }
   if (c.shard_group_size != 1) return "--topology with --shard-group-size > 1 is not built yet";
+  if (c.overlap_rounds != 0 && c.overlap_rounds != 1) {
+    return fmt::format("--overlap-rounds {} must be 0 or 1 (rounds in flight)", c.overlap_rounds);
+  }
+  if (c.overlap_rounds != 0 && c.strategy != "diloco") {
+    return "--overlap-rounds applies to --strategy diloco (ddp syncs every step)";
+  }
   if (c.checkpoint_every != 0 || c.resume || !c.resume_from.empty()) {
     return "--topology does not checkpoint or resume yet (--checkpoint-every, --resume)";
   }
@@ -313,6 +320,7 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"transport", c.transport},
                             {"compute-s", c.compute_s},
                             {"site-speed", c.site_speed},
+                            {"overlap-rounds", c.overlap_rounds},
                             {"timeline", !c.timeline.empty()},
                             {"inject-fault", c.inject_fault},
                             {"topk", c.topk},

@@ -37,9 +37,9 @@ wan::Topology load_sites(const TrainConfig& cfg, comm::Communicator& comm) {
   return std::move(*t);
 }
 
-// --site-speed CODE:FACTOR,... : this site's factor (1 if not named).
-double site_speed(const std::string& spec, const wan::Topology& t, std::size_t site) {
-  double mine = 1;
+// --site-speed CODE:FACTOR,... : every site's factor (1 if not named).
+std::vector<double> site_speeds(const std::string& spec, const wan::Topology& t) {
+  std::vector<double> speeds(t.size(), 1.0);
   std::size_t at = 0;
   while (at < spec.size()) {
     const auto end = std::min(spec.find(',', at), spec.size());
@@ -61,10 +61,10 @@ double site_speed(const std::string& spec, const wan::Topology& t, std::size_t s
       throw std::invalid_argument(
           fmt::format("--site-speed '{}': the factor must be a positive number", item));
     }
-    if (index == site) mine = f;
+    speeds[index] = f;
     at = end + 1;
   }
-  return mine;
+  return speeds;
 }
 
 wan::Transport transport_of(const std::string& name) {
@@ -90,18 +90,21 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
       every_(cfg.sync_every),
       outer_lr_(cfg.outer_lr),
       outer_momentum_(cfg.outer_momentum),
-      compute_s_(cfg.compute_s),
+      overlap_(cfg.overlap_rounds > 0),
       site_(static_cast<std::size_t>(comm.rank())),
       world_(comm) {
   payload_bytes_ = static_cast<double>(params_.elements() * sizeof(float));
   std::optional<std::string> problem;
+  std::vector<double> speeds;
   try {
-    speed_ = site_speed(cfg.site_speed, topology_, site_);
+    speeds = site_speeds(cfg.site_speed, topology_);
   } catch (const std::exception& e) {
     problem = e.what();
   }
   comm.agree(problem);
+  clock_.emplace(std::move(speeds), site_, cfg.compute_s);
   build_schedule(cfg, comm);
+  wall0_ = comm.wtime();
 }
 
 void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& comm) {
@@ -170,11 +173,16 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
 comm::Communicator SiteTraining::clique_comm(comm::Communicator& comm,
                                              const wan::ResolvedRound& round, int& clique) {
   clique = -1;
-  for (std::size_t c = 0; c < round.size(); ++c)
-    if (std::find(round[c].sites.begin(), round[c].sites.end(), site_) != round[c].sites.end())
-      clique = static_cast<int>(c);
+  int key = 0;  // the member's place in the clique (a ring's order)
+  for (std::size_t c = 0; c < round.size(); ++c) {
+    const auto& s = round[c].sites;
+    const auto at = std::find(s.begin(), s.end(), site_);
+    if (at == s.end()) continue;
+    clique = static_cast<int>(c);
+    key = static_cast<int>(at - s.begin());
+  }
   const int color = clique >= 0 ? clique : static_cast<int>(round.size()) + comm.rank();
-  return comm.split(color, comm.rank());
+  return comm.split(color, key);
 }
 
 std::string SiteTraining::describe() const {
@@ -189,14 +197,11 @@ std::string SiteTraining::describe() const {
   return s;
 }
 
-void SiteTraining::charge_compute(double measured_s) {
-  clock_ += (compute_s_ > 0 ? compute_s_ : measured_s) / speed_;
-}
+void SiteTraining::charge_compute(double measured_s) { clock_->local_step(measured_s); }
 
 void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes) {
   const auto n = topology_.size();
   const auto most = comm.allreduce_value<std::uint64_t>(embedding_bytes, comm::ReduceOp::max);
-  clock_ = comm.allreduce_value(clock_, comm::ReduceOp::max);
   wan::Clique all(n);
   std::iota(all.begin(), all.end(), std::size_t{0});
   auto dense = round_options_;
@@ -208,7 +213,7 @@ void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embed
     sparse.payload_bytes = static_cast<double>(most) / static_cast<double>(n - 1);
     t += wan::clique_cost(topology_, all, wan::Transport::unicast, sparse).time_s;
   }
-  clock_ += t;
+  clock_->all_meet(comm, t);
 }
 
 void SiteTraining::begin_step(int step) {
@@ -220,23 +225,50 @@ void SiteTraining::begin_step(int step) {
 
 std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
   if (!is_local(step) || (step - warmup_) % every_ != 0) return std::nullopt;
+  apply_pending();
   Meeting m;
   m.round = meetings_ % rounds_.size();
   m.clique = clique_index_[m.round];
   ++meetings_;
+  const auto& round = rounds_[m.round];
+  std::vector<double> exchange_s;
+  for (const auto& entry : round)
+    exchange_s.push_back(wan::exchange_time(topology_, entry, round_options_));
+  const double arrived = clock_->now();
+  m.wan_s = clock_->meet(round, exchange_s, m.clique, cliques_[m.round], overlap_) - arrived;
   if (m.clique < 0) return m;
-  auto& clique = cliques_[m.round];
-  const double arrived = clock_;
-  clock_ = clique.allreduce_value(clock_, comm::ReduceOp::max) +
-           wan::exchange_time(topology_, rounds_[m.round][static_cast<std::size_t>(m.clique)],
-                              round_options_);
-  m.wan_s = clock_ - arrived;
   std::vector<float> theta(params_.elements());
   params_.gather_values(theta);
-  state_->sync(clique, theta, outer_lr_, outer_momentum_);
-  params_.scatter_values(theta);
+  std::optional<Pending> pending;
+  if (overlap_) pending = Pending{theta, state_->anchor()};
+  // Unicast: every member sends its payload to every other (the bytes the round model charges);
+  // a ring or the FPGAs' aggregation: an allreduce (ranks in the ring's order).
+  const auto kind = round[static_cast<std::size_t>(m.clique)].kind;
+  state_->sync(cliques_[m.round], theta, outer_lr_, outer_momentum_,
+               kind == wan::ExchangeKind::unicast ? localsgd::CliqueExchange::full_mesh
+                                                  : localsgd::CliqueExchange::allreduce);
+  if (!pending) {
+    params_.scatter_values(theta);
+    return m;
+  }
+  for (std::size_t i = 0; i < theta.size(); ++i) {
+    pending->correction[i] = theta[i] - pending->correction[i];
+  }
+  pending_ = std::move(pending);
   return m;
 }
+
+void SiteTraining::apply_pending() {
+  clock_->land();
+  if (!pending_) return;
+  std::vector<float> theta(params_.elements());
+  params_.gather_values(theta);
+  for (std::size_t i = 0; i < theta.size(); ++i) theta[i] += pending_->correction[i];
+  params_.scatter_values(theta);
+  pending_.reset();
+}
+
+void SiteTraining::finish() { apply_pending(); }
 
 std::uint64_t SiteTraining::bytes_sent() const {
   std::uint64_t b = 0;
@@ -244,18 +276,28 @@ std::uint64_t SiteTraining::bytes_sent() const {
   return b;
 }
 
+double SiteTraining::wall() const { return world_.wtime() - wall0_ - excluded_; }
+
 void SiteTraining::with_mean_anchor(comm::Communicator& comm, const std::function<void()>& f) {
+  const double begin = comm.wtime();  // validation is not training time: wall() leaves it out
+  evaluate_mean_anchor(comm, f);
+  excluded_ += comm.wtime() - begin;
+}
+
+void SiteTraining::evaluate_mean_anchor(comm::Communicator& comm, const std::function<void()>& f) {
   if (!state_) {
     spread_ = 0;
     return f();
   }
   std::vector<float> mine(params_.elements());
   params_.gather_values(mine);
-  std::vector<float> mean = state_->anchor();
+  // An anchor whose exchange is still in flight is not known yet: the one before it.
+  const std::vector<float>& own = pending_ ? pending_->anchor : state_->anchor();
+  std::vector<float> mean = own;
   localsgd::average(comm, mean);
   double off = 0, norm = 0;
   for (std::size_t i = 0; i < mean.size(); ++i) {
-    const double d = double(state_->anchor()[i]) - mean[i];
+    const double d = double(own[i]) - mean[i];
     off += d * d;
     norm += double(mean[i]) * mean[i];
   }

@@ -26,6 +26,7 @@
 #include "atoll/wan/topology.h"
 #include "engine.h"
 #include "flat_params.h"
+#include "site_clock.h"
 
 namespace atl::train {
 
@@ -57,6 +58,9 @@ class SiteTraining {
   // local step the current round's meeting (collective over each clique). Returns the meeting if
   // the round came (also for an idle site).
   std::optional<Meeting> end_local_step(int step);
+  // After the last step: an exchange still in flight (--overlap-rounds 1) is waited for and its
+  // result applied.
+  void finish();
   // Before a step: the anchors are taken from the (identical) replicas when local steps begin.
   void begin_step(int step);
   bool is_local(int step) const { return local_sgd_ && step > warmup_; }
@@ -67,7 +71,10 @@ class SiteTraining {
   void with_mean_anchor(comm::Communicator& comm, const std::function<void()>& f);
   double last_spread() const { return spread_; }
 
-  double clock() const { return clock_; }
+  double clock() const { return clock_->now(); }
+  // Seconds since the schedule was built, less validation (MPI_Wtime: simulated under SMPI, where
+  // it cross-checks the model clock).
+  double wall() const;
   // Bytes this rank sent on the cliques' communicators.
   std::uint64_t bytes_sent() const;
 
@@ -75,6 +82,14 @@ class SiteTraining {
   void build_schedule(const TrainConfig& config, comm::Communicator& comm);
   comm::Communicator clique_comm(comm::Communicator& comm, const wan::ResolvedRound& round,
                                  int& clique);
+  void apply_pending();
+  void evaluate_mean_anchor(comm::Communicator& comm, const std::function<void()>& f);
+
+  // --overlap-rounds 1: the last meeting's exchange, still in flight on the model clock.
+  struct Pending {
+    std::vector<float> correction;  // new anchor − the parameters sent
+    std::vector<float> anchor;      // the anchor before the meeting (what the site knows)
+  };
 
   Engine& engine_;
   wan::Topology topology_;
@@ -88,10 +103,12 @@ class SiteTraining {
   bool local_sgd_ = false;
   int warmup_ = 0, every_ = 1;
   double outer_lr_ = 0, outer_momentum_ = 0;
-  double compute_s_ = 0, speed_ = 1;
+  bool overlap_ = false;
   std::size_t site_ = 0, meetings_ = 0;
-  double clock_ = 0, spread_ = 0;
+  std::optional<SiteClock> clock_;
+  double spread_ = 0, wall0_ = 0, excluded_ = 0;
   std::optional<localsgd::CliqueOuterState> state_;  // from the first local step
+  std::optional<Pending> pending_;
   comm::Communicator& world_;
 };
 

@@ -269,6 +269,7 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
 void record_site_step(nlohmann::json& j, const SiteTraining& sites,
                       const std::optional<SiteTraining::Meeting>& meeting) {
   j["sim_time_s"] = sites.clock();
+  j["wall_s"] = sites.wall();  // simulated under SMPI (the model clock's cross-check)
   if (!meeting) return;
   j["round"] = meeting->round;
   j["clique"] = meeting->clique;
@@ -476,6 +477,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       sites->charge_compute(timer.seconds("model") + timer.seconds("optimizer"));
       if (!local_step) sites->charge_ddp_step(comm, ddp.embedding_result().stats.bytes_sent());
       meeting = sites->end_local_step(step);
+      if (now.last) sites->finish();  // an overlapped exchange lands before the last validation
       synced = meeting && meeting->clique >= 0;
     }
     if (local_step && diloco) {

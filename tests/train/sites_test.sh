@@ -47,6 +47,27 @@ print(f"ok   planned schedule: rounds 0 1 0 1, model clock {clock[-1]:.3f} s (WA
       f"anchors spread {min(spread):.2g}-{max(spread):.2g} (all-to-all {max(flat):.1g})")
 PY
 
+# 2b. --overlap-rounds 1: the same schedule with each exchange behind the next 3 local steps; its
+# result lands one round stale, so the model clock pays only what the compute does not hide.
+site overlap "${l[@]}" --topology "$cities" --egress-gbps 1 --ingress-gbps 1 \
+  --fpga-memory 262144 --compute-s 0.1 --overlap-rounds 1
+python3 - "$tmp/overlap/metrics.jsonl" "$tmp/planned/metrics.jsonl" <<'PY' || fail "overlap"
+import json, math, sys
+over = [json.loads(l) for l in open(sys.argv[1])]
+planned = [json.loads(l) for l in open(sys.argv[2])]
+meets = [j for j in over if "round" in j]
+assert [j["round"] for j in meets] == [0, 1, 0, 1], meets
+end, waited = over[-1]["sim_time_s"], planned[-1]["sim_time_s"]
+# The last exchange is waited for at the end; the others overlap the compute that follows them.
+assert 1.2 + meets[-1]["wan_s"] <= end + 1e-6 and end < waited, (end, waited)
+loss = [j["val_loss"] for j in over if "val_loss" in j]
+ref = [j["val_loss"] for j in planned if "val_loss" in j]
+assert all(math.isfinite(x) for x in loss) and loss[-1] != ref[-1], (loss, ref)
+assert loss[-1] < loss[0], loss
+print(f"ok   overlap-rounds 1: model clock {end:.3f} s (waiting: {waited:.3f} s), "
+      f"val loss {loss[-1]:.4f} (waiting: {ref[-1]:.4f})")
+PY
+
 # 3. ddp: every step pays its collectives on the model clock; across the WAN more than in one
 # building.
 site ddp-wan --steps 4 --eval-every 4 --topology "$cities" --egress-gbps 1 --ingress-gbps 1 \
@@ -86,6 +107,10 @@ EXPECT_NP=3 expect_error site-speed "--site-speed 'Q:2'|Q" "${common[@]}" "${t3[
   --site-speed Q:2
 expect_error schedule-alone "--schedule applies with --topology" "${common[@]}" \
   --schedule all-to-all
+expect_error overlap-2 "--overlap-rounds 2 must be 0 or 1" "${common[@]}" --strategy diloco \
+  --topology "$cities" --overlap-rounds 2
+expect_error overlap-ddp "--overlap-rounds applies to --strategy diloco" "${common[@]}" \
+  --topology "$cities" --overlap-rounds 1
 expect_error edit-sites "--topology supports --strategy diloco and ddp" "${common[@]}" \
   --strategy edit --topology "$cities"
 

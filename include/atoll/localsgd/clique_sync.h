@@ -16,6 +16,13 @@
 
 namespace atl::localsgd {
 
+// How a clique's members exchange their parameters (the same mean either way, up to rounding):
+// `allreduce` (the library's allreduce: ring / Rabenseifner for large payloads, or what the
+// network's aggregation stands for), or `full_mesh` (every member sends its whole payload to every
+// other member, point to point, and each averages the k payloads in member order: the round
+// model's unicast transport, so that a simulation of it moves the bytes the model charges).
+enum class CliqueExchange { allreduce, full_mesh };
+
 class CliqueOuterState {
  public:
   // The anchor θ̄ := theta, momentum 0.
@@ -24,7 +31,8 @@ class CliqueOuterState {
   // One meeting of this site's clique (collective over `clique`, whose ranks are the clique's
   // sites): θ_C, the outer step on this site's anchor, and theta := θ̄. A clique of one site
   // changes nothing. std::invalid_argument if theta's size differs from the anchor's.
-  void sync(comm::Communicator& clique, std::span<float> theta, double lr, double momentum);
+  void sync(comm::Communicator& clique, std::span<float> theta, double lr, double momentum,
+            CliqueExchange exchange = CliqueExchange::allreduce);
 
   const std::vector<float>& anchor() const { return anchor_; }
   std::vector<float>& anchor() { return anchor_; }
@@ -36,6 +44,7 @@ class CliqueOuterState {
 };
 
 // The mean over `comm`'s ranks of `values` (in place). Collective.
-void average(comm::Communicator& comm, std::span<float> values);
+void average(comm::Communicator& comm, std::span<float> values,
+             CliqueExchange exchange = CliqueExchange::allreduce);
 
 }  // namespace atl::localsgd

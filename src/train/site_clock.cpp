@@ -1,0 +1,62 @@
+#include "site_clock.h"
+
+#include <algorithm>
+
+namespace atl::train {
+
+SiteClock::SiteClock(std::vector<double> speeds, std::size_t self, double compute_s)
+    : clocks_(speeds.size(), 0.0),
+      speeds_(std::move(speeds)),
+      in_flight_(speeds_.size(), -1.0),
+      self_(self),
+      compute_s_(compute_s) {}
+
+void SiteClock::local_step(double measured_s) {
+  if (!known_everywhere()) {
+    clocks_[self_] += measured_s / speeds_[self_];
+    return;
+  }
+  for (std::size_t j = 0; j < clocks_.size(); ++j) clocks_[j] += compute_s_ / speeds_[j];
+}
+
+double SiteClock::meet(const wan::ResolvedRound& round, const std::vector<double>& exchange_s,
+                       int mine, comm::Communicator& clique, bool overlap) {
+  auto leave = [&](std::size_t site, double at) {
+    (overlap ? in_flight_[site] : clocks_[site]) = at;
+  };
+  if (!known_everywhere()) {
+    if (mine < 0) return now();
+    const double at = clique.allreduce_value(now(), comm::ReduceOp::max) +
+                      exchange_s[static_cast<std::size_t>(mine)];
+    leave(self_, at);
+    return at;
+  }
+  double end = now();
+  for (std::size_t c = 0; c < round.size(); ++c) {
+    double latest = 0;
+    for (auto j : round[c].sites) latest = std::max(latest, clocks_[j]);
+    const double at = latest + exchange_s[c];
+    for (auto j : round[c].sites) leave(j, at);
+    if (static_cast<int>(c) == mine) end = at;
+  }
+  return end;
+}
+
+void SiteClock::land() {
+  for (std::size_t j = 0; j < clocks_.size(); ++j) {
+    clocks_[j] = std::max(clocks_[j], in_flight_[j]);
+    in_flight_[j] = -1.0;
+  }
+}
+
+void SiteClock::all_meet(comm::Communicator& world, double seconds) {
+  double latest = now();
+  if (known_everywhere()) {
+    latest = *std::max_element(clocks_.begin(), clocks_.end());
+  } else {
+    latest = world.allreduce_value(latest, comm::ReduceOp::max);
+  }
+  std::fill(clocks_.begin(), clocks_.end(), latest + seconds);
+}
+
+}  // namespace atl::train

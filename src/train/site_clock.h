@@ -1,0 +1,47 @@
+// The model clock of training across sites (docs/wan-train.md): one clock per site, advanced by
+// local work (compute seconds over the site's speed), by its clique's meetings (the members leave
+// at the latest member's arrival plus the clique's exchange time) and by ddp's per-step
+// collectives (every site at the latest arrival plus their time). With a fixed compute time per
+// step (--compute-s) every site's clock is a function of the configuration alone, so each rank
+// keeps all sites' clocks and a meeting costs no message for the clock (under SMPI a clock
+// collective across the WAN would itself take simulated time); with the measured compute time
+// the members exchange their clocks (one small allreduce per meeting). Free of LibTorch.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "atoll/comm/communicator.h"
+#include "atoll/wan/round_model.h"
+
+namespace atl::train {
+
+class SiteClock {
+ public:
+  // speeds: every site's compute speed factor; compute_s: seconds per local step (0: measured).
+  SiteClock(std::vector<double> speeds, std::size_t self, double compute_s);
+
+  double now() const { return clocks_[self_]; }
+  bool known_everywhere() const { return compute_s_ > 0; }
+
+  // One local step at every site (compute_s / speed), or at this one (measured_s / speed).
+  void local_step(double measured_s);
+  // The meetings of one round: exchange_s[c] is clique c's time; `mine` this site's clique (−1:
+  // idle), `clique` its communicator (used only with a measured clock). Overlapped, a member's
+  // exchange ends in the background and land() waits for it. Returns the end of this site's
+  // exchange (now() if idle).
+  double meet(const wan::ResolvedRound& round, const std::vector<double>& exchange_s, int mine,
+              comm::Communicator& clique, bool overlap);
+  // Every site's clock waits for the end of its exchange in flight, if any.
+  void land();
+  // A collective over all sites taking `seconds`: every clock to the latest plus that.
+  void all_meet(comm::Communicator& world, double seconds);
+
+ private:
+  std::vector<double> clocks_, speeds_;
+  std::vector<double> in_flight_;  // per site: the end of its overlapped exchange (< 0: none)
+  std::size_t self_;
+  double compute_s_;
+};
+
+}  // namespace atl::train
