@@ -249,6 +249,59 @@ void Communicator::barrier() {
   impl_->check(MPI_Barrier(impl_->comm), rank_, "MPI_Barrier");
 }
 
+void Communicator::ring_allreduce_raw(void* data, std::size_t count, DataType type,
+                                      ReduceOp op) {
+  impl_->post_pending_stages(rank_);
+  const auto n = static_cast<std::size_t>(size_);
+  if (n < 2) return;
+  const std::size_t elem = size_of(type);
+  auto* bytes = static_cast<char*>(data);
+  auto first = [&](std::size_t b) { return b * (count / n) + std::min(b, count % n); };
+  auto len = [&](std::size_t b) { return first(b + 1) - first(b); };
+  const std::size_t steps = 2 * (n - 1), r = static_cast<std::size_t>(rank_);
+  const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
+  // Step s sends block r − s to the successor and receives block r − s − 1 from the predecessor
+  // (mod n): reduced into this rank's copy in the reduce-scatter (s < n − 1; block r + 1 is then
+  // complete here), copied in the allgather.
+  auto sent = [&](std::size_t s) { return (r + 2 * n - s) % n; };  // s < 2n − 2
+  auto got = [&](std::size_t s) { return (sent(s) + n - 1) % n; };
+  const int tag = impl_->next_request_tag();
+  const MPI_Datatype t = to_mpi(type);
+  std::vector<std::vector<char>> in(steps), out(steps);
+  std::vector<MPI_Request> recvs(steps, MPI_REQUEST_NULL), sends(steps, MPI_REQUEST_NULL);
+  for (std::size_t s = 0; s < steps; ++s) {  // every receive first, in step order
+    in[s].resize(len(got(s)) * elem);
+    impl_->check(MPI_Irecv(in[s].data(), checked_count(len(got(s)), rank_, "ring allreduce"), t,
+                           prev, tag, impl_->comm, &recvs[s]),
+                 rank_, "MPI_Irecv");
+  }
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::size_t b = sent(s);
+    out[s].assign(bytes + first(b) * elem, bytes + first(b + 1) * elem);
+    impl_->check(MPI_Isend(out[s].data(), static_cast<int>(len(b)), t, next, tag, impl_->comm,
+                           &sends[s]),
+                 rank_, "MPI_Isend");
+    impl_->check(MPI_Wait(&recvs[s], MPI_STATUS_IGNORE), rank_, "MPI_Wait");
+    char* block = bytes + first(got(s)) * elem;
+    const int m = static_cast<int>(len(got(s)));
+    if (s < n - 1) {
+      if (m > 0) {
+        impl_->check(MPI_Reduce_local(in[s].data(), block, m, t, to_mpi(op)), rank_,
+                     "MPI_Reduce_local");
+      }
+    } else {
+      std::memcpy(block, in[s].data(), in[s].size());
+    }
+    in[s] = {};
+  }
+  impl_->check(MPI_Waitall(static_cast<int>(steps), sends.data(), MPI_STATUSES_IGNORE), rank_,
+               "MPI_Waitall");
+  std::uint64_t moved = 0;
+  for (std::size_t s = 0; s < steps; ++s) moved += len(sent(s)) * elem;
+  traffic_.bytes_sent += moved;
+  traffic_.bytes_received += moved;
+}
+
 void Communicator::allreduce_raw(void* data, std::size_t count, DataType type, ReduceOp op) {
   impl_->post_pending_stages(rank_);
   const std::size_t elem = size_of(type);

@@ -11,9 +11,13 @@ CliqueOuterState::CliqueOuterState(std::span<const float> theta)
 void average(comm::Communicator& comm, std::span<float> values, CliqueExchange exchange) {
   const auto k = static_cast<std::size_t>(comm.size());
   const auto w = 1.0f / static_cast<float>(k);
-  if (exchange == CliqueExchange::allreduce) {
+  if (exchange != CliqueExchange::full_mesh) {
     for (auto& x : values) x *= w;
-    comm.allreduce(values, comm::ReduceOp::sum);
+    if (exchange == CliqueExchange::ring) {
+      comm.ring_allreduce(values, comm::ReduceOp::sum);
+    } else {
+      comm.allreduce(values, comm::ReduceOp::sum);
+    }
     return;
   }
   // Full mesh: the same payload to every member (one copy per peer in the send buffer).

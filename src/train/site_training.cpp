@@ -104,7 +104,6 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
   comm.agree(problem);
   clock_.emplace(std::move(speeds), site_, cfg.compute_s);
   build_schedule(cfg, comm);
-  wall0_ = comm.wtime();
 }
 
 void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& comm) {
@@ -217,6 +216,8 @@ void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embed
 }
 
 void SiteTraining::begin_step(int step) {
+  if (!started_) wall0_ = world_.wtime();  // training time starts with the first step
+  started_ = true;
   if (!is_local(step) || state_) return;
   std::vector<float> theta(params_.elements());
   params_.gather_values(theta);
@@ -241,12 +242,13 @@ std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
   params_.gather_values(theta);
   std::optional<Pending> pending;
   if (overlap_) pending = Pending{theta, state_->anchor()};
-  // Unicast: every member sends its payload to every other (the bytes the round model charges);
-  // a ring or the FPGAs' aggregation: an allreduce (ranks in the ring's order).
+  // The pattern the round model charges: unicast, every member's payload to every other; a ring,
+  // the pipelined ring in the clique's order; the FPGAs' aggregation, the library's allreduce.
   const auto kind = round[static_cast<std::size_t>(m.clique)].kind;
   state_->sync(cliques_[m.round], theta, outer_lr_, outer_momentum_,
-               kind == wan::ExchangeKind::unicast ? localsgd::CliqueExchange::full_mesh
-                                                  : localsgd::CliqueExchange::allreduce);
+               kind == wan::ExchangeKind::unicast        ? localsgd::CliqueExchange::full_mesh
+               : kind == wan::ExchangeKind::ring_allreduce ? localsgd::CliqueExchange::ring
+                                                           : localsgd::CliqueExchange::allreduce);
   if (!pending) {
     params_.scatter_values(theta);
     return m;
@@ -268,7 +270,10 @@ void SiteTraining::apply_pending() {
   pending_.reset();
 }
 
-void SiteTraining::finish() { apply_pending(); }
+void SiteTraining::finish() {
+  apply_pending();
+  ended_ = world_.wtime() - excluded_;
+}
 
 std::uint64_t SiteTraining::bytes_sent() const {
   std::uint64_t b = 0;
@@ -278,10 +283,18 @@ std::uint64_t SiteTraining::bytes_sent() const {
 
 double SiteTraining::wall() const { return world_.wtime() - wall0_ - excluded_; }
 
+double SiteTraining::training_span(comm::Communicator& comm) const {
+  // From the latest site's first step (the model clock starts every site together; an earlier
+  // start only waits at its first meeting) to the latest end.
+  const double end = comm.allreduce_value(ended_ ? *ended_ : world_.wtime() - excluded_,
+                                          comm::ReduceOp::max);
+  return end - comm.allreduce_value(wall0_, comm::ReduceOp::max);
+}
+
 void SiteTraining::with_mean_anchor(comm::Communicator& comm, const std::function<void()>& f) {
   const double begin = comm.wtime();  // validation is not training time: wall() leaves it out
   evaluate_mean_anchor(comm, f);
-  excluded_ += comm.wtime() - begin;
+  if (started_) excluded_ += comm.wtime() - begin;
 }
 
 void SiteTraining::evaluate_mean_anchor(comm::Communicator& comm, const std::function<void()>& f) {

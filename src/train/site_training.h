@@ -59,7 +59,7 @@ class SiteTraining {
   // the round came (also for an idle site).
   std::optional<Meeting> end_local_step(int step);
   // After the last step: an exchange still in flight (--overlap-rounds 1) is waited for and its
-  // result applied.
+  // result applied; training time ends.
   void finish();
   // Before a step: the anchors are taken from the (identical) replicas when local steps begin.
   void begin_step(int step);
@@ -72,9 +72,12 @@ class SiteTraining {
   double last_spread() const { return spread_; }
 
   double clock() const { return clock_->now(); }
-  // Seconds since the schedule was built, less validation (MPI_Wtime: simulated under SMPI, where
+  // Seconds since the first step began, less validation (MPI_Wtime: simulated under SMPI, where
   // it cross-checks the model clock).
   double wall() const;
+  // Collective: the latest site's end less the latest site's first step (MPI_Wtime; validation
+  // left out).
+  double training_span(comm::Communicator& comm) const;
   // Bytes this rank sent on the cliques' communicators.
   std::uint64_t bytes_sent() const;
 
@@ -103,10 +106,11 @@ class SiteTraining {
   bool local_sgd_ = false;
   int warmup_ = 0, every_ = 1;
   double outer_lr_ = 0, outer_momentum_ = 0;
-  bool overlap_ = false;
+  bool overlap_ = false, started_ = false;
   std::size_t site_ = 0, meetings_ = 0;
   std::optional<SiteClock> clock_;
   double spread_ = 0, wall0_ = 0, excluded_ = 0;
+  std::optional<double> ended_;  // MPI_Wtime less validation after the last step
   std::optional<localsgd::CliqueOuterState> state_;  // from the first local step
   std::optional<Pending> pending_;
   comm::Communicator& world_;

@@ -533,8 +533,12 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   if (leader && !cfg.quiet && report.timed_steps > 0) report.print();
   if (sites) {
     const double clock = comm.allreduce_value(sites->clock(), ReduceOp::max);
-    if (leader && !cfg.quiet)
-      fmt::print("  model clock at the end: {:.2f} s (the latest site)\n", clock);
+    const double wall = sites->training_span(comm);
+    if (leader && !cfg.quiet) {
+      fmt::print("  model clock at the end: {:.4f} s (the latest site); MPI_Wtime of training "
+                 "{:.4f} s{} (validation left out)\n",
+                 clock, wall, Communicator::simulated() ? ", simulated" : "");
+    }
   }
   if (!cfg.quiet) print_memory(comm, engine, diloco, leader);
   ddp.comparison().report(comm, cfg.sync, report.tokens_per_step, out);

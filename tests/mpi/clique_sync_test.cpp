@@ -52,6 +52,12 @@ TEST(CliqueSync, ThreeSitesHandValues) {
   mesh.sync(all, theta, 0.5, 0.9, atl::localsgd::CliqueExchange::full_mesh);
   EXPECT_FLOAT_EQ(theta[0], 1.0f);
   EXPECT_FLOAT_EQ(theta[1], 1.95f);
+  // The pipelined ring (the ring transport): the same numbers.
+  theta = {r, 2 * r};
+  CliqueOuterState ring(std::vector<float>{1, 1});
+  ring.sync(all, theta, 0.5, 0.9, atl::localsgd::CliqueExchange::ring);
+  EXPECT_FLOAT_EQ(theta[0], 1.0f);
+  EXPECT_FLOAT_EQ(theta[1], 1.95f);
   // A pair and an idle site: sites 0 and 2 average (0, 0) and (2, 4); site 1 keeps (1, 1).
   auto pair = clique_of({{0, 2}});
   theta = {r, r * r};

@@ -467,6 +467,32 @@ TEST(Split, NegativeColorFailsOnEveryRank) {
   }
 }
 
+// The pipelined ring: the same sums as allreduce (integer-valued data: exact in any order) at
+// every size (empty, fewer elements than ranks, not divisible), on every rank, with max and min
+// too; traffic 2(n−1)/n of the buffer when n divides it; a sub-communicator's ring in its order.
+template <class T>
+void check_ring_allreduce(Communicator& comm, ReduceOp op) {
+  for (std::size_t count : kSizes) {
+    auto expected = filled<T>(comm.rank(), count);
+    auto ring = expected;
+    comm.allreduce<T>(expected, op);
+    const auto before = comm.traffic();
+    comm.ring_allreduce<T>(ring, op);
+    EXPECT_TRUE(bitwise_equal(expected, ring)) << "count " << count << " rank " << comm.rank();
+    const auto n = static_cast<std::size_t>(comm.size());
+    if (n > 1 && count % n == 0) {
+      EXPECT_EQ(delta(before, comm.traffic()).bytes_sent, 2 * (n - 1) * count / n * sizeof(T));
+    }
+  }
+}
+TEST(Ring, RingAllreduceMatchesAllreduce) {
+  check_ring_allreduce<float>(*g_comm, ReduceOp::sum);
+  check_ring_allreduce<double>(*g_comm, ReduceOp::max);
+  check_ring_allreduce<std::int64_t>(*g_comm, ReduceOp::min);
+  auto odd = g_comm->split(g_comm->rank() % 2, -g_comm->rank());  // reversed order
+  check_ring_allreduce<float>(odd, ReduceOp::sum);
+}
+
 TEST(NonBlocking, IallreduceMatchesAllreduce) { check_all_iallreduce(*g_comm); }
 TEST(NonBlocking, IreduceScatterMatchesReference) { check_ireduce_scatter(*g_comm); }
 TEST(NonBlocking, IallgatherMatchesReference) { check_iallgather(*g_comm); }

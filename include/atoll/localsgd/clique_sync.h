@@ -16,12 +16,13 @@
 
 namespace atl::localsgd {
 
-// How a clique's members exchange their parameters (the same mean either way, up to rounding):
-// `allreduce` (the library's allreduce: ring / Rabenseifner for large payloads, or what the
-// network's aggregation stands for), or `full_mesh` (every member sends its whole payload to every
-// other member, point to point, and each averages the k payloads in member order: the round
-// model's unicast transport, so that a simulation of it moves the bytes the model charges).
-enum class CliqueExchange { allreduce, full_mesh };
+// How a clique's members exchange their parameters (the same mean every way, up to rounding):
+// `allreduce` (the MPI library's allreduce: what the FPGAs' in-network aggregation stands for),
+// `full_mesh` (every member sends its whole payload to every other member, point to point, and
+// each averages the k payloads in member order: the round model's unicast transport), or `ring`
+// (the pipelined ring of Communicator::ring_allreduce in member order: the round model's ring), so
+// that a simulation of a clique moves the bytes, in the pattern, that the model charges.
+enum class CliqueExchange { allreduce, full_mesh, ring };
 
 class CliqueOuterState {
  public:
