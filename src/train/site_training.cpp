@@ -275,6 +275,12 @@ void SiteTraining::finish() {
   ended_ = world_.wtime() - excluded_;
 }
 
+std::uint64_t SiteTraining::state_bytes() const {
+  std::size_t floats = 0;
+  if (state_) floats += (overlap_ ? 4 : 2) * state_->anchor().size();  // overlap: + 2 copies
+  return floats * sizeof(float);
+}
+
 std::uint64_t SiteTraining::bytes_sent() const {
   std::uint64_t b = 0;
   for (const auto& c : cliques_) b += c.traffic().bytes_sent;

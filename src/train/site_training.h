@@ -78,6 +78,8 @@ class SiteTraining {
   // Collective: the latest site's end less the latest site's first step (MPI_Wtime; validation
   // left out).
   double training_span(comm::Communicator& comm) const;
+  // This site's local-SGD state: anchor and outer momentum, and an overlapped exchange's copies.
+  std::uint64_t state_bytes() const;
   // Bytes this rank sent on the cliques' communicators.
   std::uint64_t bytes_sent() const;
 

@@ -183,12 +183,14 @@ void first_validation(Communicator& comm, const TrainConfig& cfg, Gpt& model,
 // process (meaningful under mpirun; SMPI's ranks share one process). Collective; rank 0 prints.
 template <class Index>
 void print_memory(Communicator& comm, const Engine& engine, const LocalSgd<Index>* diloco,
-                  bool leader) {
+                  const SiteTraining* sites, bool leader) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   std::vector<double> bytes{static_cast<double>(engine.parameter_bytes()),
                             static_cast<double>(engine.optimizer_state_bytes()),
-                            diloco ? static_cast<double>(diloco->state_bytes()) : 0.0,
+                            diloco  ? static_cast<double>(diloco->state_bytes())
+                            : sites ? static_cast<double>(sites->state_bytes())
+                                    : 0.0,
                             static_cast<double>(usage.ru_maxrss) * 1024.0};
   comm.allreduce(std::span<double>(bytes), ReduceOp::max);
   if (!leader) return;
@@ -540,7 +542,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
                  clock, wall, Communicator::simulated() ? ", simulated" : "");
     }
   }
-  if (!cfg.quiet) print_memory(comm, engine, diloco, leader);
+  if (!cfg.quiet) print_memory(comm, engine, diloco, sites ? &*sites : nullptr, leader);
   ddp.comparison().report(comm, cfg.sync, report.tokens_per_step, out);
   if (leader) close_run(cfg, metrics);
   return 0;
