@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -17,6 +18,7 @@
 
 #include "atoll/cli/commands.h"
 #include "atoll/comm/communicator.h"
+#include "atoll/comm/watchdog.h"
 #ifdef ATOLL_SMPI
 #include "atoll/comm/smpi_testbed_models.h"
 #endif
@@ -451,9 +453,21 @@ int main(int argc, char** argv) {
                         "simulation only: charge forward, backward and optimizer as this many "
                         "seconds per step instead of measuring them (0 = measured)");
 
+  // The collective watchdog (atoll/comm/watchdog.h) of bench sync and train.
+  double comm_timeout = atl::comm::kDefaultCommTimeout;
+  for (auto* cmd : {sync_cmd, train_cmd}) {
+    cmd->add_option("--comm-timeout", comm_timeout,
+                    "abort the job when one communicator operation takes longer than this many "
+                    "seconds: a peer stopped, dead or unreachable (0: off; off under SMPI)");
+  }
+
   refuse_negative_unsigned(&app);
   try {
     app.parse(argc, argv);
+    if (!(comm_timeout >= 0) || !std::isfinite(comm_timeout)) {
+      throw CLI::ValidationError(
+          fmt::format("--comm-timeout {} must be a number of seconds >= 0 (0: off)", comm_timeout));
+    }
     if (train_cmd->parsed() && tc.preset != "tiny") {
       const auto p = atl::train::preset_config(tc.preset);
       for (auto& [opt, copy] : preset_fields) {
@@ -489,6 +503,7 @@ int main(int argc, char** argv) {
     }
     comm.barrier();  // rank 0 installs the models before any rank computes
 #endif
+    if (sync_cmd->parsed() || train_cmd->parsed()) atl::comm::set_comm_timeout(comm_timeout);
     if (sync_cmd->parsed()) {
       bench.schemes.clear();
       std::string item;

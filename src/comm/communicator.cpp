@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "atoll/comm/watchdog.h"
+
 namespace atl::comm {
 namespace {
 
@@ -217,6 +219,7 @@ Communicator Communicator::world() {
 }
 
 Communicator Communicator::split(int color, int key) {
+  const WatchedCall watched("split", rank_, size_, !impl_->owns_comm);
   // MPI_UNDEFINED (negative) would leave this rank without a communicator; other negative values
   // are MPI errors that could leave peers inside the split: refuse both on every rank first.
   agree(color < 0
@@ -245,12 +248,13 @@ Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 double Communicator::wtime() const { return MPI_Wtime(); }
 
 void Communicator::barrier() {
+  const WatchedCall watched("barrier", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   impl_->check(MPI_Barrier(impl_->comm), rank_, "MPI_Barrier");
 }
 
-void Communicator::ring_allreduce_raw(void* data, std::size_t count, DataType type,
-                                      ReduceOp op) {
+void Communicator::ring_allreduce_raw(void* data, std::size_t count, DataType type, ReduceOp op) {
+  const WatchedCall watched("ring allreduce", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   const auto n = static_cast<std::size_t>(size_);
   if (n < 2) return;
@@ -278,9 +282,9 @@ void Communicator::ring_allreduce_raw(void* data, std::size_t count, DataType ty
   for (std::size_t s = 0; s < steps; ++s) {
     const std::size_t b = sent(s);
     out[s].assign(bytes + first(b) * elem, bytes + first(b + 1) * elem);
-    impl_->check(MPI_Isend(out[s].data(), static_cast<int>(len(b)), t, next, tag, impl_->comm,
-                           &sends[s]),
-                 rank_, "MPI_Isend");
+    impl_->check(
+        MPI_Isend(out[s].data(), static_cast<int>(len(b)), t, next, tag, impl_->comm, &sends[s]),
+        rank_, "MPI_Isend");
     impl_->check(MPI_Wait(&recvs[s], MPI_STATUS_IGNORE), rank_, "MPI_Wait");
     char* block = bytes + first(got(s)) * elem;
     const int m = static_cast<int>(len(got(s)));
@@ -303,6 +307,7 @@ void Communicator::ring_allreduce_raw(void* data, std::size_t count, DataType ty
 }
 
 void Communicator::allreduce_raw(void* data, std::size_t count, DataType type, ReduceOp op) {
+  const WatchedCall watched("allreduce", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   const std::size_t elem = size_of(type);
   auto* bytes = static_cast<char*>(data);
@@ -321,6 +326,7 @@ void Communicator::allreduce_raw(void* data, std::size_t count, DataType type, R
 }
 
 void Communicator::allgather_raw(const void* send, void* recv, std::size_t bytes_each) {
+  const WatchedCall watched("allgather", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   impl_->check(MPI_Allgather(send, 1, impl_->element_type(bytes_each), recv, 1,
                              impl_->element_type(bytes_each), impl_->comm),
@@ -362,6 +368,7 @@ AllgathervLayout allgatherv_layout(std::span<const std::size_t> counts, int rank
 
 void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_t>& counts,
                                   void* recv, std::size_t elem_bytes) {
+  const WatchedCall watched("allgatherv", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   const auto l = allgatherv_layout(counts, rank_, size_, elem_bytes, "MPI_Allgatherv");
   MPI_Datatype t = impl_->element_type(elem_bytes);
@@ -750,6 +757,7 @@ void Communicator::check_owner(const Request& request, const char* call) const {
 }
 
 void Communicator::wait(Request& request) {
+  const WatchedCall watched("wait (non-blocking operation)", rank_, size_, !impl_->owns_comm);
   if (!request.state_) return;
   check_owner(request, "wait");
   const char* call = nullptr;
@@ -784,6 +792,7 @@ void Communicator::progress(Request& request) {
 }
 
 void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_each) {
+  const WatchedCall watched("alltoall", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   MPI_Datatype t = impl_->element_type(bytes_each);
   if (exchange_point_to_point(size_)) {
@@ -804,6 +813,7 @@ void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_
 void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> send_counts,
                                  void* recv, std::span<const std::size_t> recv_counts,
                                  std::size_t elem_bytes) {
+  const WatchedCall watched("alltoallv", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   const auto n = static_cast<std::size_t>(size_);
   if (send_counts.size() != n || recv_counts.size() != n) {
@@ -841,6 +851,7 @@ void Communicator::alltoallv_raw(const void* send, std::span<const std::size_t> 
 
 void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int dest, void* recv,
                                 std::size_t recv_bytes, int source) {
+  const WatchedCall watched("sendrecv", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   const auto* s = static_cast<const char*>(send);
   auto* r = static_cast<char*>(recv);
@@ -861,6 +872,7 @@ void Communicator::sendrecv_raw(const void* send, std::size_t send_bytes, int de
 }
 
 void Communicator::send_raw(const void* data, std::size_t bytes, int dest) {
+  const WatchedCall watched("send", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   const auto* p = static_cast<const char*>(data);
   std::size_t done = 0;
@@ -874,6 +886,7 @@ void Communicator::send_raw(const void* data, std::size_t bytes, int dest) {
 }
 
 void Communicator::recv_raw(void* data, std::size_t bytes, int source) {
+  const WatchedCall watched("recv", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   auto* p = static_cast<char*>(data);
   std::size_t done = 0;
@@ -888,6 +901,7 @@ void Communicator::recv_raw(void* data, std::size_t bytes, int source) {
 }
 
 void Communicator::broadcast_raw(void* data, std::size_t bytes, int root) {
+  const WatchedCall watched("broadcast", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   auto* p = static_cast<char*>(data);
   for (std::size_t done = 0; done < bytes; done += kChunkBytes) {
@@ -904,6 +918,7 @@ void Communicator::broadcast_raw(void* data, std::size_t bytes, int root) {
 }
 
 void Communicator::agree(const std::optional<std::string>& local_error) {
+  const WatchedCall watched("agree (error check)", rank_, size_, !impl_->owns_comm);
   const int mine = local_error ? rank_ : size_;
   const int first = allreduce_value<std::int32_t>(mine, ReduceOp::min);
   if (first == size_) return;

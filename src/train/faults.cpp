@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <csignal>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -12,7 +13,8 @@ namespace atl::train {
 namespace {
 
 constexpr const char* kForms =
-    "corrupt:RANK:STEP:SCALE, straggler:RANK:FACTOR or stall:PROB:SECONDS, comma-separated";
+    "corrupt:RANK:STEP:SCALE, straggler:RANK:FACTOR, stall:PROB:SECONDS or stop:RANK:STEP, "
+    "comma-separated";
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> parts;
@@ -62,6 +64,7 @@ int Faults::largest_rank() const {
   int r = -1;
   if (corrupt) r = std::max(r, corrupt->rank);
   if (straggler) r = std::max(r, straggler->rank);
+  if (stop) r = std::max(r, stop->rank);
   return r;
 }
 
@@ -72,9 +75,9 @@ Faults parse_faults(const std::string& all) {
     const SpecParser p{spec};
     const auto parts = split(spec, ':');
     const auto& kind = parts[0];
-    const std::size_t want = kind == "corrupt"                          ? 4
-                             : (kind == "straggler" || kind == "stall") ? 3
-                                                                        : 0;
+    const std::size_t want = kind == "corrupt"                                            ? 4
+                             : (kind == "straggler" || kind == "stall" || kind == "stop") ? 3
+                                                                                          : 0;
     if (want == 0 || parts.size() != want) throw p.bad("unknown form");
     if (kind == "corrupt") {
       if (f.corrupt) throw p.bad("corrupt given twice");
@@ -85,6 +88,14 @@ Faults parse_faults(const std::string& all) {
       if (c.step < 1) throw p.bad("STEP must be a step >= 1");
       c.scale = parts[3] == "nan" ? std::nan("") : p.parse<double>(parts[3], "SCALE");
       f.corrupt = c;
+    } else if (kind == "stop") {
+      if (f.stop) throw p.bad("stop given twice");
+      Stop s;
+      s.rank = p.parse<int>(parts[1], "RANK");
+      if (s.rank < 0) throw p.bad("RANK must be a rank number");
+      s.step = p.parse<int>(parts[2], "STEP");
+      if (s.step < 1) throw p.bad("STEP must be a step >= 1");
+      f.stop = s;
     } else if (kind == "straggler") {
       if (f.straggler) throw p.bad("straggler given twice");
       Straggler s;
@@ -109,6 +120,7 @@ Faults parse_faults(const std::string& all) {
 Slowdown::Slowdown(const Faults& faults, int rank, std::uint64_t seed) : rank_(rank), seed_(seed) {
   if (faults.straggler && faults.straggler->rank == rank) factor_ = faults.straggler->factor;
   if (faults.stall) stall_ = *faults.stall;
+  if (faults.stop && faults.stop->rank == rank) stop_step_ = faults.stop->step;
 }
 
 double Slowdown::extra_seconds(int step, double model_s) const {
@@ -128,6 +140,7 @@ double Slowdown::extra_seconds(int step, double model_s) const {
 }
 
 double Slowdown::apply(comm::Communicator& comm, int step, double model_s) const {
+  if (step == stop_step_) std::raise(SIGSTOP);  // until SIGCONT, or killed
   const double extra = extra_seconds(step, model_s);
   if (extra > 0) comm.delay(extra);
   return extra;

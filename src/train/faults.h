@@ -4,6 +4,9 @@
 //   straggler:RANK:FACTOR    rank RANK's compute takes FACTOR (>= 1) times as long, every step
 //   stall:PROB:SECONDS       each rank, each step, stalls SECONDS with probability PROB (seeded
 //                            by --seed, the rank and the step: the same stalls in every run)
+//   stop:RANK:STEP           rank RANK stops itself (SIGSTOP) after step STEP's forward and
+//                            backward pass, as a frozen or unreachable process would (mpirun
+//                            only: the collective watchdog's test, --comm-timeout)
 // A slowdown is spent right after the step's forward and backward pass (before a data-parallel
 // step's gradient synchronization, so the others wait for it there): charged to the simulated
 // clock under SMPI, slept under mpirun. The straggler's extra time is (FACTOR − 1) times the
@@ -33,8 +36,14 @@ struct Stall {
   double seconds = 0;
 };
 
+struct Stop {
+  int rank = 0;
+  int step = 0;
+};
+
 struct Faults {
   std::optional<FaultInjection> corrupt;
+  std::optional<Stop> stop;
   std::optional<Straggler> straggler;
   std::optional<Stall> stall;
   int largest_rank() const;  // of corrupt/straggler, -1 if none names a rank
@@ -55,6 +64,7 @@ class Slowdown {
 
  private:
   double factor_ = 1;  // this rank's straggler factor
+  int stop_step_ = 0;  // this rank's stop (0: none)
   Stall stall_;
   int rank_;
   std::uint64_t seed_;

@@ -185,6 +185,9 @@ std::optional<std::string> check_config(const TrainConfig& c) {
       return "--inject-fault corrupt:... corrupts a pseudo-gradient: it needs a local-SGD "
              "--strategy (diloco, edit, aedit)";
     }
+    if (faults.stop && Communicator::simulated()) {
+      return "--inject-fault stop:... stops a process: under SMPI every rank is one process";
+    }
   } catch (const std::invalid_argument& e) {
     return std::string(e.what());
   }

@@ -35,6 +35,11 @@ TEST(Faults, ParsesEachKindAndLists) {
   EXPECT_EQ(f.stall->seconds, 2);
   EXPECT_EQ(f.largest_rank(), 2);
   EXPECT_EQ(parse_faults("stall:0.1:1").largest_rank(), -1);
+  const auto stop = parse_faults("stop:3:7");
+  ASSERT_TRUE(stop.stop);
+  EXPECT_EQ(stop.stop->rank, 3);
+  EXPECT_EQ(stop.stop->step, 7);
+  EXPECT_EQ(stop.largest_rank(), 3);
 }
 
 TEST(Faults, RefusesWithTheProblemNamed) {
@@ -48,6 +53,8 @@ TEST(Faults, RefusesWithTheProblemNamed) {
   EXPECT_NE(error_of("stall:0.1:1,stall:0.2:1").find("stall given twice"), std::string::npos);
   EXPECT_NE(error_of("corrupt:1:0:2").find("STEP must be a step >= 1"), std::string::npos);
   EXPECT_NE(error_of("straggler:1:2,").find("unknown form"), std::string::npos);
+  EXPECT_NE(error_of("stop:1:0").find("STEP must be a step >= 1"), std::string::npos);
+  EXPECT_NE(error_of("stop:1:2,stop:0:3").find("stop given twice"), std::string::npos);
 }
 
 TEST(Slowdown, StragglerOnlyOnItsRankStallsSeededAndAtTheirRate) {
