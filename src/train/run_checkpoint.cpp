@@ -7,6 +7,7 @@
 
 #include "agreed.h"
 #include "sharded_optimizer.h"
+#include "site_training.h"
 
 namespace atl::train {
 
@@ -17,7 +18,7 @@ using comm::ReduceOp;
 // on every rank; returns its step. Refuses, on every rank, what this run cannot continue.
 template <class Index>
 int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<Index>* diloco,
-           const RunRecord& this_run, int& own_step) {
+           SiteTraining* sites, const RunRecord& this_run, int& own_step) {
   int start = 0;
   const std::filesystem::path out = cfg.out;
   agreed(comm, [&] {
@@ -54,8 +55,14 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
       }
     }
     try {
-      if (diloco) {  // θ̄ and momentum from the main file (sharded: this rank's share, from its
-                     // own file); this worker's state from its own
+      if (sites) {  // across sites every site's model differs: its own file
+        torch::serialize::InputArchive rank_ar;
+        read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar);
+        engine.load(rank_ar);
+        sites->load(rank_ar);
+      } else if (diloco) {  // θ̄ and momentum from the main file (sharded: this rank's share, from
+                            // its
+        // own file); this worker's state from its own
         torch::serialize::InputArchive rank_ar;
         own_step =
             static_cast<int>(read_checkpoint(rank_checkpoint_path(file, comm.rank()), rank_ar));
@@ -112,8 +119,26 @@ namespace {
 // The files of a checkpoint (the model whole on every rank).
 template <class Index>
 void write_checkpoint_files(Communicator& comm, const TrainConfig& cfg, Engine& engine,
-                            LocalSgd<Index>* diloco, const RunRecord& this_run,
-                            const std::filesystem::path& file, int step, int own_step) {
+                            LocalSgd<Index>* diloco, const SiteTraining* sites,
+                            const RunRecord& this_run, const std::filesystem::path& file, int step,
+                            int own_step) {
+  if (sites) {  // every site its model, optimizer and site state; then rank 0 the main file
+    agreed(comm, [&] {
+      torch::serialize::OutputArchive ar;
+      engine.save(ar);
+      sites->save(ar);
+      write_checkpoint(rank_checkpoint_path(file, comm.rank()), step, ar);
+    });
+    agreed(comm, [&] {
+      if (comm.rank() != 0) return;
+      torch::serialize::OutputArchive ar;
+      engine.save(ar);
+      write_run_record(ar, this_run);
+      write_checkpoint(file, step, ar);
+      prune_checkpoints(cfg.out, cfg.keep_checkpoints);
+    });
+    return;
+  }
   if (diloco) {
     // Replicas differ between synchronizations: every rank writes its model, inner optimizer
     // and touched rows to its own file first; then rank 0 the main file with θ̄ and momentum.
@@ -165,24 +190,24 @@ void write_checkpoint_files(Communicator& comm, const TrainConfig& cfg, Engine& 
 // its own step count `own_step` (aedit: they differ).
 template <class Index>
 void save_checkpoint(Communicator& comm, Communicator& outer, const TrainConfig& cfg,
-                     Engine& engine, LocalSgd<Index>* diloco, const RunRecord& this_run, int step,
-                     int own_step) {
+                     Engine& engine, LocalSgd<Index>* diloco, const SiteTraining* sites,
+                     const RunRecord& this_run, int step, int own_step) {
   const auto file = checkpoint_path(cfg.out, step);
   if (diloco) diloco->flush(outer);  // an overlapped synchronization completes first
   engine.gather_params();            // the 2-D mesh: the whole model, to be written
-  write_checkpoint_files(comm, cfg, engine, diloco, this_run, file, step, own_step);
+  write_checkpoint_files(comm, cfg, engine, diloco, sites, this_run, file, step, own_step);
   engine.release_params();
 }
 
 template int resume<std::uint32_t>(Communicator&, const TrainConfig&, Engine&,
-                                   LocalSgd<std::uint32_t>*, const RunRecord&, int&);
+                                   LocalSgd<std::uint32_t>*, SiteTraining*, const RunRecord&, int&);
 template int resume<std::uint64_t>(Communicator&, const TrainConfig&, Engine&,
-                                   LocalSgd<std::uint64_t>*, const RunRecord&, int&);
+                                   LocalSgd<std::uint64_t>*, SiteTraining*, const RunRecord&, int&);
 template void save_checkpoint<std::uint32_t>(Communicator&, Communicator&, const TrainConfig&,
-                                             Engine&, LocalSgd<std::uint32_t>*, const RunRecord&,
-                                             int, int);
+                                             Engine&, LocalSgd<std::uint32_t>*, const SiteTraining*,
+                                             const RunRecord&, int, int);
 template void save_checkpoint<std::uint64_t>(Communicator&, Communicator&, const TrainConfig&,
-                                             Engine&, LocalSgd<std::uint64_t>*, const RunRecord&,
-                                             int, int);
+                                             Engine&, LocalSgd<std::uint64_t>*, const SiteTraining*,
+                                             const RunRecord&, int, int);
 
 }  // namespace atl::train

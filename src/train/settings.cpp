@@ -120,9 +120,6 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
   if (c.overlap_rounds != 0 && c.strategy != "diloco") {
     return "--overlap-rounds applies to --strategy diloco (ddp syncs every step)";
   }
-  if (c.checkpoint_every != 0 || c.resume || !c.resume_from.empty()) {
-    return "--topology does not checkpoint or resume yet (--checkpoint-every, --resume)";
-  }
   if (c.transport != "unicast" && c.transport != "multicast_fpga" && c.transport != "best") {
     return fmt::format("--transport {} is not unicast, multicast_fpga or best", c.transport);
   }

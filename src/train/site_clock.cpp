@@ -1,6 +1,7 @@
 #include "site_clock.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace atl::train {
 
@@ -57,6 +58,24 @@ void SiteClock::all_meet(comm::Communicator& world, double seconds) {
     latest = world.allreduce_value(latest, comm::ReduceOp::max);
   }
   std::fill(clocks_.begin(), clocks_.end(), latest + seconds);
+}
+
+std::vector<double> SiteClock::state() const {
+  std::vector<double> s(clocks_);
+  s.insert(s.end(), in_flight_.begin(), in_flight_.end());
+  return s;
+}
+
+void SiteClock::restore(const std::vector<double>& state) {
+  if (state.size() != 2 * clocks_.size()) {
+    throw std::invalid_argument("the checkpoint's site clocks are for " +
+                                std::to_string(state.size() / 2) + " sites, not " +
+                                std::to_string(clocks_.size()));
+  }
+  std::copy(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(clocks_.size()),
+            clocks_.begin());
+  std::copy(state.begin() + static_cast<std::ptrdiff_t>(clocks_.size()), state.end(),
+            in_flight_.begin());
 }
 
 }  // namespace atl::train

@@ -37,6 +37,11 @@ class SiteClock {
   // A collective over all sites taking `seconds`: every clock to the latest plus that.
   void all_meet(comm::Communicator& world, double seconds);
 
+  // Every clock, then every exchange in flight (for checkpoints); restore() refuses a state of
+  // another number of sites (std::invalid_argument).
+  std::vector<double> state() const;
+  void restore(const std::vector<double>& state);
+
  private:
   std::vector<double> clocks_, speeds_;
   std::vector<double> in_flight_;  // per site: the end of its overlapped exchange (< 0: none)

@@ -246,7 +246,7 @@ std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
   // the pipelined ring in the clique's order; the FPGAs' aggregation, the library's allreduce.
   const auto kind = round[static_cast<std::size_t>(m.clique)].kind;
   state_->sync(cliques_[m.round], theta, outer_lr_, outer_momentum_,
-               kind == wan::ExchangeKind::unicast        ? localsgd::CliqueExchange::full_mesh
+               kind == wan::ExchangeKind::unicast          ? localsgd::CliqueExchange::full_mesh
                : kind == wan::ExchangeKind::ring_allreduce ? localsgd::CliqueExchange::ring
                                                            : localsgd::CliqueExchange::allreduce);
   if (!pending) {
@@ -275,6 +275,69 @@ void SiteTraining::finish() {
   ended_ = world_.wtime() - excluded_;
 }
 
+namespace {
+
+torch::Tensor floats_tensor(const std::vector<float>& v) {
+  return torch::from_blob(const_cast<float*>(v.data()), {static_cast<std::int64_t>(v.size())},
+                          torch::kFloat32)
+      .clone();
+}
+torch::Tensor doubles_tensor(const std::vector<double>& v) {
+  return torch::from_blob(const_cast<double*>(v.data()), {static_cast<std::int64_t>(v.size())},
+                          torch::kFloat64)
+      .clone();
+}
+template <class T>
+std::vector<T> values_of(torch::serialize::InputArchive& ar, const char* key) {
+  torch::Tensor t;
+  ar.read(key, t);
+  t = t.contiguous();
+  return std::vector<T>(t.data_ptr<T>(), t.data_ptr<T>() + t.numel());
+}
+bool has_key(torch::serialize::InputArchive& ar, const std::string& key) {
+  const auto keys = ar.keys();
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+}  // namespace
+
+void SiteTraining::save(torch::serialize::OutputArchive& ar) const {
+  ar.write("site_clocks", doubles_tensor(clock_->state()));
+  ar.write("site_meetings", torch::tensor(static_cast<std::int64_t>(meetings_)));
+  if (state_) {
+    ar.write("site_anchor", floats_tensor(state_->anchor()));
+    ar.write("site_momentum", floats_tensor(state_->momentum()));
+  }
+  if (pending_) {
+    ar.write("site_pending_correction", floats_tensor(pending_->correction));
+    ar.write("site_pending_anchor", floats_tensor(pending_->anchor));
+  }
+}
+
+void SiteTraining::load(torch::serialize::InputArchive& ar) {
+  clock_->restore(values_of<double>(ar, "site_clocks"));
+  torch::Tensor meetings;
+  ar.read("site_meetings", meetings);
+  meetings_ = static_cast<std::size_t>(meetings.item<std::int64_t>());
+  const auto expect = [&](std::vector<float> v) {
+    if (v.size() != params_.elements()) {
+      throw std::runtime_error("the checkpoint's site state has " + std::to_string(v.size()) +
+                               " parameters, the model " + std::to_string(params_.elements()));
+    }
+    return v;
+  };
+  state_.reset();
+  if (has_key(ar, "site_anchor")) {
+    state_.emplace(expect(values_of<float>(ar, "site_anchor")));
+    state_->momentum() = expect(values_of<float>(ar, "site_momentum"));
+  }
+  pending_.reset();
+  if (has_key(ar, "site_pending_correction")) {
+    pending_ = Pending{expect(values_of<float>(ar, "site_pending_correction")),
+                       expect(values_of<float>(ar, "site_pending_anchor"))};
+  }
+}
+
 std::uint64_t SiteTraining::state_bytes() const {
   std::size_t floats = 0;
   if (state_) floats += (overlap_ ? 4 : 2) * state_->anchor().size();  // overlap: + 2 copies
@@ -292,8 +355,8 @@ double SiteTraining::wall() const { return world_.wtime() - wall0_ - excluded_; 
 double SiteTraining::training_span(comm::Communicator& comm) const {
   // From the latest site's first step (the model clock starts every site together; an earlier
   // start only waits at its first meeting) to the latest end.
-  const double end = comm.allreduce_value(ended_ ? *ended_ : world_.wtime() - excluded_,
-                                          comm::ReduceOp::max);
+  const double end =
+      comm.allreduce_value(ended_ ? *ended_ : world_.wtime() - excluded_, comm::ReduceOp::max);
   return end - comm.allreduce_value(wall0_, comm::ReduceOp::max);
 }
 

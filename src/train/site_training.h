@@ -78,6 +78,11 @@ class SiteTraining {
   // Collective: the latest site's end less the latest site's first step (MPI_Wtime; validation
   // left out).
   double training_span(comm::Communicator& comm) const;
+  // This site's state in its own checkpoint file: anchor, outer momentum, an exchange in flight,
+  // the model clocks, the meetings so far. load() throws std::runtime_error on a mismatch.
+  void save(torch::serialize::OutputArchive& ar) const;
+  void load(torch::serialize::InputArchive& ar);
+
   // This site's local-SGD state: anchor and outer momentum, and an overlapped exchange's copies.
   std::uint64_t state_bytes() const;
   // Bytes this rank sent on the cliques' communicators.

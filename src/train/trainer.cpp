@@ -380,7 +380,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   LocalSgd<Index>* diloco = local_sgd ? &*local_sgd : nullptr;
   int start = 0, own_start = 0;  // aedit: own_start is this worker's step count (start rank 0's)
   if (cfg.resume || !cfg.resume_from.empty()) {
-    start = resume(comm, cfg, engine, diloco, this_run, own_start);
+    start = resume(comm, cfg, engine, diloco, sites ? &*sites : nullptr, this_run, own_start);
     if (leader && !cfg.quiet) fmt::print("atoll train: resumed after step {}\n", start);
   }
   const bool timed = cfg.strategy == "aedit";
@@ -525,7 +525,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     if (checkpoint_now) {  // aedit: named after rank 0's step count
       const int name =
           timed && local_step ? static_cast<int>(diloco->last_round()->local_steps[0]) : step;
-      save_checkpoint(comm, outer, cfg, engine, diloco, this_run, name, step);
+      save_checkpoint(comm, outer, cfg, engine, diloco, sites ? &*sites : nullptr, this_run, name,
+                      step);
     }
     if (diloco && (eval_now || checkpoint_now)) diloco->resume_clock(outer);
   }
@@ -537,9 +538,10 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     const double clock = comm.allreduce_value(sites->clock(), ReduceOp::max);
     const double wall = sites->training_span(comm);
     if (leader && !cfg.quiet) {
-      fmt::print("  model clock at the end: {:.4f} s (the latest site); MPI_Wtime of training "
-                 "{:.4f} s{} (validation left out)\n",
-                 clock, wall, Communicator::simulated() ? ", simulated" : "");
+      fmt::print(
+          "  model clock at the end: {:.4f} s (the latest site); MPI_Wtime of training "
+          "{:.4f} s{} (validation left out)\n",
+          clock, wall, Communicator::simulated() ? ", simulated" : "");
     }
   }
   if (!cfg.quiet) print_memory(comm, engine, diloco, sites ? &*sites : nullptr, leader);

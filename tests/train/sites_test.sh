@@ -68,6 +68,21 @@ print(f"ok   overlap-rounds 1: model clock {end:.3f} s (waiting: {waited:.3f} s)
       f"val loss {loss[-1]:.4f} (waiting: {ref[-1]:.4f})")
 PY
 
+# 2c. Resume is exact: the overlapped planned run checkpointed at step 7 (after the step-6
+# meeting, its exchange still in flight; the period at round 0) and resumed reproduces the
+# uninterrupted run's losses, validation and model clock.
+ck=("${l[@]}" --topology "$cities" --egress-gbps 1 --ingress-gbps 1 --fpga-memory 262144
+  --compute-s 0.1 --overlap-rounds 1 --checkpoint-every 7 --keep-checkpoints 5)
+site full "${ck[@]}"
+site resumed "${ck[@]}" --resume-from "$tmp/full/checkpoints/step-00000007.ckpt"
+if msg=$(compare loss "$tmp/full/metrics.jsonl" "$tmp/resumed/metrics.jsonl" 1e-6 8) &&
+  msg2=$(compare val_loss "$tmp/full/metrics.jsonl" "$tmp/resumed/metrics.jsonl" 1e-6 8) &&
+  msg3=$(compare sim_time_s "$tmp/full/metrics.jsonl" "$tmp/resumed/metrics.jsonl" 1e-9 8); then
+  echo "ok   resume across sites at step 7: losses $msg; validation $msg2; model clock $msg3"
+else
+  fail "resume across sites: ${msg:-?} ${msg2:-?} ${msg3:-?}"
+fi
+
 # 3. ddp: every step pays its collectives on the model clock; across the WAN more than in one
 # building.
 site ddp-wan --steps 4 --eval-every 4 --topology "$cities" --egress-gbps 1 --ingress-gbps 1 \
