@@ -269,14 +269,16 @@ void Communicator::ring_allreduce_raw(void* data, std::size_t count, DataType ty
   // complete here), copied in the allgather.
   auto sent = [&](std::size_t s) { return (r + 2 * n - s) % n; };  // s < 2n − 2
   auto got = [&](std::size_t s) { return (sent(s) + n - 1) % n; };
+  // Every block's count fits an int (checked before any message is posted).
+  (void)checked_count(count / n + (count % n != 0 ? 1 : 0), rank_, "ring allreduce");
   const int tag = impl_->next_request_tag();
   const MPI_Datatype t = to_mpi(type);
   std::vector<std::vector<char>> in(steps), out(steps);
   std::vector<MPI_Request> recvs(steps, MPI_REQUEST_NULL), sends(steps, MPI_REQUEST_NULL);
   for (std::size_t s = 0; s < steps; ++s) {  // every receive first, in step order
     in[s].resize(len(got(s)) * elem);
-    impl_->check(MPI_Irecv(in[s].data(), checked_count(len(got(s)), rank_, "ring allreduce"), t,
-                           prev, tag, impl_->comm, &recvs[s]),
+    impl_->check(MPI_Irecv(in[s].data(), static_cast<int>(len(got(s))), t, prev, tag, impl_->comm,
+                           &recvs[s]),
                  rank_, "MPI_Irecv");
   }
   for (std::size_t s = 0; s < steps; ++s) {
@@ -293,7 +295,7 @@ void Communicator::ring_allreduce_raw(void* data, std::size_t count, DataType ty
         impl_->check(MPI_Reduce_local(in[s].data(), block, m, t, to_mpi(op)), rank_,
                      "MPI_Reduce_local");
       }
-    } else {
+    } else if (m > 0) {
       std::memcpy(block, in[s].data(), in[s].size());
     }
     in[s] = {};

@@ -6,12 +6,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
-#include "atoll/comm/communicator.h"
+#include "atoll/comm/communicator.h"  // simulated()
 
 namespace atl::comm {
 namespace {
@@ -40,11 +41,14 @@ std::int64_t now_ns() {
       world ? "the world communicator" : "a sub-communicator of " + std::to_string(size) + " ranks";
   std::fprintf(stderr,
                "atoll: rank %d: %s on %s has not completed after %.1f s (--comm-timeout %g): a "
-               "peer is stopped, dead or unreachable (MPI does not say which for a blocking "
-               "operation); aborting the job with exit code %d\n",
+               "peer is stopped, dead, unreachable or still busy (raise --comm-timeout if so; MPI "
+               "does not say which peer for a blocking operation); ending the job with exit code "
+               "%d\n",
                rank, op, where.c_str(), waited, timeout, kWatchdogExitCode);
   std::fflush(stderr);
-  MpiRuntime::abort_job(kWatchdogExitCode);
+  // No MPI call from this thread (MPI runs at MPI_THREAD_SINGLE, and the main thread is inside
+  // MPI): the process exits, and mpirun ends the job when a rank exits without MPI_Finalize.
+  std::_Exit(kWatchdogExitCode);
 }
 
 void watch() {

@@ -114,6 +114,8 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
         c.strategy);
   }
   if (c.shard_group_size != 1) return "--topology with --shard-group-size > 1 is not built yet";
+  if (c.topk > 0)
+    return "--topology with --topk is not built yet (the residuals of ddp across sites)";
   if (c.overlap_rounds != 0 && c.overlap_rounds != 1) {
     return fmt::format("--overlap-rounds {} must be 0 or 1 (rounds in flight)", c.overlap_rounds);
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 
@@ -162,6 +163,15 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
     problem = fmt::format("--schedule {}: {}", cfg.schedule, e.what());
   }
   comm.agree(problem);
+  // Every site planned (or read) the schedule itself: from files that differ between hosts, or
+  // with another libm, the rounds could differ, and the cliques' communicators would not match.
+  const auto mine = static_cast<std::uint64_t>(std::hash<std::string>{}(describe()));
+  if (comm.allreduce_value(mine, comm::ReduceOp::min) !=
+      comm.allreduce_value(mine, comm::ReduceOp::max)) {
+    comm.agree(
+        "the sites planned different schedules (each site reads --topology and plans "
+        "itself: every host must see the same files)");
+  }
   for (const auto& round : rounds_) {
     int c = -1;
     cliques_.push_back(clique_comm(comm, round, c));

@@ -126,6 +126,8 @@ expect_error overlap-2 "--overlap-rounds 2 must be 0 or 1" "${common[@]}" --stra
   --topology "$cities" --overlap-rounds 2
 expect_error overlap-ddp "--overlap-rounds applies to --strategy diloco" "${common[@]}" \
   --topology "$cities" --overlap-rounds 1
+expect_error topk-sites "--topology with --topk is not built yet" "${common[@]}" \
+  --topology "$cities" --topk 0.01
 expect_error edit-sites "--topology supports --strategy diloco and ddp" "${common[@]}" \
   --strategy edit --topology "$cities"
 

@@ -3,9 +3,9 @@
 // every blocking communicator operation marks this rank as inside it (two relaxed atomic stores),
 // and a thread that wakes about ten times per timeout (at most once a second) checks the mark; an
 // operation that has not completed in time is named on standard error (operation, communicator,
-// seconds waited, rank) and the whole job is aborted (MPI_Abort) with exit code
-// kWatchdogExitCode. Under SMPI it is off: simulated time cannot pass on a stopped peer, and
-// SimGrid reports a deadlock itself.
+// seconds waited, rank) and the process exits with kWatchdogExitCode (std::_Exit: no MPI call from
+// the watchdog thread), on which mpirun ends the whole job. Under SMPI it is off: simulated time
+// cannot pass on a stopped peer, and SimGrid reports a deadlock itself.
 #pragma once
 
 namespace atl::comm {
