@@ -45,11 +45,12 @@ sleep 2
 if [ -n "$victim" ]; then
   kill -STOP "$victim"
   start=$SECONDS
-  ( sleep 120; kill -KILL "$launcher" 2>/dev/null ) &
+  # A guard against a hang; its output closed, so a leftover sleep keeps no pipe of CTest open.
+  ( exec >/dev/null 2>&1; sleep 120; kill -KILL "$launcher" ) &
   guard=$!
   wait "$launcher"
   status=$?
-  kill "$guard" 2>/dev/null
+  pkill -P "$guard" 2>/dev/null; kill "$guard" 2>/dev/null
   expect_watchdog "bench sync, one rank stopped" "$tmp/bench.log" "$status" $((SECONDS - start))
 else
   fail "bench sync: no rank process found under mpirun $launcher"
