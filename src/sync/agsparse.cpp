@@ -2,6 +2,7 @@
 // tensor (as Horovod/PyTorch do with index_add_).
 // Cost: every rank receives Σ_{j≠i} nnz_j · (sizeof(Index) + 4) bytes ≈ (n-1)·d·M·8: linear in n.
 #include "common.h"
+#include "received_entries.h"
 #include "schemes.h"
 
 namespace atl::sync {
@@ -22,7 +23,9 @@ class AgsparseScheme final : public SchemeBase<AgsparseScheme> {
     {
       PhaseScope phase(comm, out.stats, "allgather");
       const auto mine = to_entries<Index>(grad.indices, grad.values);
-      all = comm.allgatherv<Entry<Index>>(mine, nullptr);
+      std::vector<std::size_t> counts;
+      all = comm.allgatherv<Entry<Index>>(mine, &counts);
+      agsparse_check_entries<Index>(grad.elements, all, counts);
     }
     {
       PhaseScope phase(comm, out.stats, "sum");

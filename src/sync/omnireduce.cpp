@@ -7,6 +7,7 @@
 // Cost: push ≈ nzb·(B·4 + sizeof(Index)), pull ≈ Σ_j nzb_j^agg · (B·4 + sizeof(Index)) where nzb is
 // the number of non-zero blocks (block density ≥ element density).
 #include "common.h"
+#include "omnireduce_blocks.h"
 #include "schemes.h"
 
 namespace atl::sync {
@@ -51,9 +52,10 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
       }
     }
     std::vector<std::uint8_t> received;
+    std::vector<std::size_t> recv_counts;
     {
       PhaseScope phase(comm, out.stats, "push");
-      const auto recv_counts = comm.alltoall<std::size_t>(send_counts);
+      recv_counts = comm.alltoall<std::size_t>(send_counts);
       std::size_t total = 0;
       for (auto c : recv_counts) total += c;
       received.resize(total);
@@ -65,25 +67,9 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
       PhaseScope phase(comm, out.stats, "aggregate");
       const std::uint64_t first = range_begin(blocks, n, rank);
       const std::uint64_t count = range_begin(blocks, n, rank + 1) - first;
-      std::vector<float> buffer(count * B, 0.0f);
-      std::vector<std::uint8_t> present(count, 0);
-      for (std::size_t at = 0; at < received.size(); at += record) {
-        Index id;
-        std::memcpy(&id, received.data() + at, sizeof(Index));
-        if (id < first || id - first >= count) {
-          throw std::runtime_error("omnireduce: block " + std::to_string(id) +
-                                   " sent to the wrong aggregator");
-        }
-        const std::uint64_t local = id - first;
-        present[local] = 1;
-        float* dst = buffer.data() + local * B;
-        const auto* src = received.data() + at + sizeof(Index);
-        for (std::uint64_t e = 0; e < B; ++e) {
-          float v;
-          std::memcpy(&v, src + e * sizeof(float), sizeof(float));
-          dst[e] += v;
-        }
-      }
+      std::vector<float> buffer;
+      std::vector<std::uint8_t> present;
+      omnireduce_aggregate<Index>(received, recv_counts, first, count, B, buffer, present);
       for (std::uint64_t local = 0; local < count; ++local) {
         if (!present[local]) continue;
         const Index id = static_cast<Index>(first + local);
@@ -97,16 +83,10 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
     }
     {
       PhaseScope phase(comm, out.stats, "pull");
-      const auto all = comm.allgatherv<std::uint8_t>(summed, nullptr);
+      std::vector<std::size_t> counts;
+      const auto all = comm.allgatherv<std::uint8_t>(summed, &counts);
       out.dense_form = true;
-      out.dense.assign(M, 0.0f);
-      for (std::size_t at = 0; at < all.size(); at += record) {
-        Index id;
-        std::memcpy(&id, all.data() + at, sizeof(Index));
-        const std::uint64_t begin = static_cast<std::uint64_t>(id) * B;
-        const std::uint64_t len = std::min<std::uint64_t>(B, M - begin);
-        std::memcpy(out.dense.data() + begin, all.data() + at + sizeof(Index), len * sizeof(float));
-      }
+      omnireduce_decode_pull<Index>(all, counts, M, B, out.dense);
     }
   }
 

@@ -8,78 +8,13 @@
 
 #include "common.h"
 #include "schemes.h"
+#include "sparcml_message.h"
 
 namespace atl::sync {
 namespace {
 
 template <class Index>
-struct Accumulator {
-  bool dense = false;
-  std::vector<Index> idx;
-  std::vector<float> val;  // sparse values, or M dense floats
-};
-
-constexpr std::uint8_t kSparse = 0, kDense = 1;
-
-template <class Index>
-std::vector<std::uint8_t> encode(const Accumulator<Index>& a) {
-  ByteWriter w;
-  w.write(a.dense ? kDense : kSparse);
-  w.write<std::uint64_t>(a.val.size());
-  if (!a.dense) w.append(a.idx.data(), a.idx.size() * sizeof(Index));
-  w.append(a.val.data(), a.val.size() * sizeof(float));
-  return std::move(w.bytes);
-}
-
-template <class Index>
-Accumulator<Index> decode(std::span<const std::uint8_t> bytes) {
-  ByteReader r(bytes);
-  Accumulator<Index> a;
-  a.dense = r.read<std::uint8_t>() == kDense;
-  const auto count = r.read<std::uint64_t>();
-  if (!a.dense) {
-    a.idx.resize(count);
-    r.take(a.idx.data(), count * sizeof(Index));
-  }
-  a.val.resize(count);
-  r.take(a.val.data(), count * sizeof(float));
-  return a;
-}
-
-template <class Index>
-void to_dense(Accumulator<Index>& a, std::uint64_t elements) {
-  if (a.dense) return;
-  std::vector<float> d(elements, 0.0f);
-  for (std::size_t k = 0; k < a.idx.size(); ++k) d[a.idx[k]] = a.val[k];
-  a.val.swap(d);
-  a.idx.clear();
-  a.dense = true;
-}
-
-// mine += other. Both partners of a round compute the same sum (float addition commutes) and take
-// the same dense/sparse decision, so they stay identical.
-template <class Index>
-void accumulate(Accumulator<Index>& mine, Accumulator<Index>&& other, std::uint64_t elements,
-                double dense_switch) {
-  if (mine.dense || other.dense) {
-    to_dense(mine, elements);
-    if (other.dense) {
-      for (std::size_t k = 0; k < elements; ++k) mine.val[k] += other.val[k];
-    } else {
-      for (std::size_t k = 0; k < other.idx.size(); ++k) mine.val[other.idx[k]] += other.val[k];
-    }
-    return;
-  }
-  std::vector<Index> idx;
-  std::vector<float> val;
-  sparse::merge_add<Index>(mine.idx, mine.val, other.idx, other.val, idx, val);
-  mine.idx.swap(idx);
-  mine.val.swap(val);
-  if (static_cast<double>(mine.idx.size()) * (sizeof(Index) + 4) >
-      dense_switch * 4.0 * static_cast<double>(elements)) {
-    to_dense(mine, elements);
-  }
-}
+using Accumulator = SparcmlAccumulator<Index>;
 
 class SparcmlScheme final : public SchemeBase<SparcmlScheme> {
  public:
@@ -101,7 +36,7 @@ class SparcmlScheme final : public SchemeBase<SparcmlScheme> {
     if (rank >= p) {  // fold: hand my gradient to rank - p, wait for the result
       {
         PhaseScope phase(comm, out.stats, "fold");
-        const auto bytes = encode(acc);
+        const auto bytes = sparcml_encode(acc);
         const std::uint64_t size = bytes.size();
         comm.send<std::uint64_t>(std::span(&size, 1), rank - p);
         comm.send<std::uint8_t>(bytes, rank - p);
@@ -109,30 +44,30 @@ class SparcmlScheme final : public SchemeBase<SparcmlScheme> {
       PhaseScope phase(comm, out.stats, "unfold");
       std::uint64_t size = 0;
       comm.recv<std::uint64_t>(std::span(&size, 1), rank - p);
-      std::vector<std::uint8_t> bytes(size);
+      std::vector<std::uint8_t> bytes(sparcml_checked_size<Index>(size, M, rank - p));
       comm.recv<std::uint8_t>(bytes, rank - p);
-      acc = decode<Index>(bytes);
+      acc = sparcml_decode<Index>(bytes, M, rank - p);
     } else {
       if (rank + p < n) {
         PhaseScope phase(comm, out.stats, "fold");
         std::uint64_t size = 0;
         comm.recv<std::uint64_t>(std::span(&size, 1), rank + p);
-        std::vector<std::uint8_t> bytes(size);
+        std::vector<std::uint8_t> bytes(sparcml_checked_size<Index>(size, M, rank + p));
         comm.recv<std::uint8_t>(bytes, rank + p);
-        accumulate(acc, decode<Index>(bytes), M, dense_switch_);
+        sparcml_accumulate(acc, sparcml_decode<Index>(bytes, M, rank + p), M, dense_switch_);
       }
       {
         PhaseScope phase(comm, out.stats, "recursive_doubling");
         for (int mask = 1; mask < p; mask <<= 1) {
           const int partner = rank ^ mask;
-          const auto mine = encode(acc);
+          const auto mine = sparcml_encode(acc);
           const auto theirs = comm.sendrecv_sized<std::uint8_t>(mine, partner, partner);
-          accumulate(acc, decode<Index>(theirs), M, dense_switch_);
+          sparcml_accumulate(acc, sparcml_decode<Index>(theirs, M, partner), M, dense_switch_);
         }
       }
       if (rank + p < n) {
         PhaseScope phase(comm, out.stats, "unfold");
-        const auto bytes = encode(acc);
+        const auto bytes = sparcml_encode(acc);
         const std::uint64_t size = bytes.size();
         comm.send<std::uint64_t>(std::span(&size, 1), rank + p);
         comm.send<std::uint8_t>(bytes, rank + p);

@@ -4,6 +4,7 @@
 // Cost: Zen's Eq. 1 multiplied by the skew s of the aggregated load: s · (n-1)/n · (γ_n+1)·d·M·8 /
 // b.
 #include "common.h"
+#include "received_entries.h"
 #include "schemes.h"
 
 namespace atl::sync {
@@ -49,6 +50,7 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
       for (auto c : recv_counts) total += c;
       received.resize(total);
       comm.alltoallv<Entry<Index>>(entries, send_counts, received, recv_counts);
+      sparse_ps_check_push<Index>(M, n, rank, received, recv_counts);
       out.stats.push_load_bytes = (total - recv_counts[rank]) * sizeof(Entry<Index>);
     }
     std::vector<Entry<Index>> summed;
@@ -66,8 +68,10 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
     }
     {
       PhaseScope phase(comm, out.stats, "pull");
-      const auto all = comm.allgatherv<Entry<Index>>(summed, nullptr);
+      std::vector<std::size_t> counts;
+      const auto all = comm.allgatherv<Entry<Index>>(summed, &counts);
       // Ranges are in rank order, so the concatenation is sorted.
+      sparse_ps_check_pull<Index>(M, all, counts);
       out.dense_form = false;
       out.sparse.elements = M;
       out.sparse.indices.resize(all.size());

@@ -72,6 +72,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       for (auto c : recv_counts) total += c;
       received.resize(total);
       comm.alltoallv<Entry<Index>>(part.entries, part.counts, received, recv_counts);
+      zen_check_push<Index>(layout_, rank, received, recv_counts);
       out.stats.push_load_bytes = (total - recv_counts[rank]) * sizeof(Entry<Index>);
     }
     // Aggregate: sums over this server's slots, non-zero counts per bucket of the index space.
@@ -124,7 +125,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         slot_begin[p] = layout_.granules_before(rank, bounds[p]) * kZenGranule;
     }
     if (total > M) {
-      throw std::runtime_error(
+      throw MalformedMessage(
           fmt::format("zen: servers announced {} non-zeros for {} elements", total, M));
     }
     sc.all.resize(chunk_begin[chunks]);

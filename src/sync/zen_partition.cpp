@@ -15,6 +15,7 @@
 #endif
 
 #include "common.h"
+#include "received_entries.h"
 
 namespace atl::sync {
 
@@ -389,6 +390,17 @@ std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
 }
 
 template <class Index>
+void zen_check_push(const HashLayout& layout, std::uint32_t server,
+                    std::span<const sparse::Entry<Index>> received,
+                    std::span<const std::size_t> counts) {
+  const std::uint64_t M = layout.elements();
+  const std::uint16_t* owner = layout.owner_table().data();
+  check_received_entries<Index>("zen push", received, counts, [&](std::size_t, Index x) {
+    return x < M && owner[x / kZenGranule] == server;
+  });
+}
+
+template <class Index>
 void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::vector<sparse::Entry<Index>>& received,
                    std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums) {
@@ -448,8 +460,10 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
   std::uint8_t* values = keys + key_bytes;
   if (format == kBitmap) std::memcpy(keys, sums.words.data() + w0, key_bytes);
   if (sums.sparse) {
-    if (format == kCoo) std::memcpy(keys, sums.idx.data() + e0, key_bytes);
-    std::memcpy(values, sums.val.data() + e0, nnz * sizeof(float));
+    // An empty server's vectors may have no storage: memcpy from null is undefined even for 0
+    // bytes (found by fuzz/zen_push.cpp).
+    if (format == kCoo && nnz > 0) std::memcpy(keys, sums.idx.data() + e0, key_bytes);
+    if (nnz > 0) std::memcpy(values, sums.val.data() + e0, nnz * sizeof(float));
   } else {
     // Gather the non-zero sums, eight set bits per round with no data-dependent branch inside
     // the round (a word's bit count varies randomly, and a loop exiting on it mispredicts once per
@@ -507,7 +521,7 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
   const auto n = static_cast<std::uint32_t>(counts.size());
   const std::uint64_t M = layout.elements();
   auto malformed = [](std::uint32_t j, const std::string& what) {
-    return std::runtime_error(fmt::format("zen: malformed pull block from server {}: {}", j, what));
+    return MalformedMessage(fmt::format("zen: malformed pull block from server {}: {}", j, what));
   };
   struct View {
     std::uint8_t format;
@@ -526,7 +540,7 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
   std::uint64_t total = 0;
   std::size_t at = 0;
   for (std::uint32_t j = 0; j < n; ++j) {
-    if (counts[j] < kBlockHeader || at + counts[j] > blocks.size()) throw malformed(j, "too short");
+    if (counts[j] < kBlockHeader || counts[j] > blocks.size() - at) throw malformed(j, "too short");
     View v{};
     v.format = blocks[at];
     std::memcpy(&v.nnz, blocks.data() + at + 1, 8);
@@ -545,8 +559,7 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
     total += v.nnz;
     at += counts[j];
   }
-  if (total > capacity)
-    throw std::runtime_error("zen: pull blocks hold more entries than announced");
+  if (total > capacity) throw MalformedMessage("zen: pull blocks hold more entries than announced");
 
   // One pass in global index order: granule g belongs to server owner(g), and each server's
   // granules come in increasing order in its block, so a cursor per server walks its block
@@ -633,7 +646,7 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
 
 namespace {
 std::uint64_t pull_block_nnz(std::span<const std::uint8_t> block) {
-  if (block.size() < kBlockHeader) throw std::runtime_error("zen: malformed pull block: too short");
+  if (block.size() < kBlockHeader) throw MalformedMessage("zen: malformed pull block: too short");
   std::uint64_t nnz;
   std::memcpy(&nnz, block.data() + 1, 8);
   return nnz;
@@ -646,15 +659,14 @@ void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blo
   std::uint64_t total = 0;
   std::size_t at = 0;
   for (std::size_t j = 0; j < counts.size(); ++j) {
-    if (at + counts[j] > blocks.size()) {
-      throw std::runtime_error(
-          fmt::format("zen: malformed pull block from server {}: too short", j));
+    if (counts[j] > blocks.size() - at) {
+      throw MalformedMessage(fmt::format("zen: malformed pull block from server {}: too short", j));
     }
     if (counts[j] >= kBlockHeader) total += pull_block_nnz(blocks.subspan(at, counts[j]));
     at += counts[j];
   }
   if (total > layout.elements()) {
-    throw std::runtime_error("zen: malformed pull blocks: more non-zeros than elements");
+    throw MalformedMessage("zen: malformed pull blocks: more non-zeros than elements");
   }
   out.elements = layout.elements();
   out.indices.resize(total + kZenDecodeSlack);
@@ -670,19 +682,21 @@ template void zen_partition(const SparseGradient<std::uint32_t>&, const HashLayo
                             HashPartition<std::uint32_t>&);
 template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayout&,
                             HashPartition<std::uint64_t>&);
-#define ATOLL_ZEN_INSTANTIATE(I)                                                                \
-  template void zen_aggregate(const HashLayout&, std::uint32_t, std::vector<sparse::Entry<I>>&, \
-                              std::span<const std::uint64_t>, ZenServerSums<I>&);               \
-  template std::size_t zen_encode_pull_chunk(const HashLayout&, std::uint32_t,                  \
-                                             const ZenServerSums<I>&, std::size_t, std::size_t, \
-                                             bool, std::vector<std::uint8_t>&);                 \
-  template void zen_encode_pull_block(const HashLayout&, std::uint32_t,                         \
-                                      std::vector<sparse::Entry<I>>&, bool,                     \
-                                      std::vector<std::uint8_t>&);                              \
-  template std::size_t zen_decode_pull_chunk(                                                   \
-      const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,           \
-      std::span<const std::size_t>, I*, float*, std::size_t, const std::function<void()>&);     \
-  template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,               \
+#define ATOLL_ZEN_INSTANTIATE(I)                                                                 \
+  template void zen_check_push(const HashLayout&, std::uint32_t,                                 \
+                               std::span<const sparse::Entry<I>>, std::span<const std::size_t>); \
+  template void zen_aggregate(const HashLayout&, std::uint32_t, std::vector<sparse::Entry<I>>&,  \
+                              std::span<const std::uint64_t>, ZenServerSums<I>&);                \
+  template std::size_t zen_encode_pull_chunk(const HashLayout&, std::uint32_t,                   \
+                                             const ZenServerSums<I>&, std::size_t, std::size_t,  \
+                                             bool, std::vector<std::uint8_t>&);                  \
+  template void zen_encode_pull_block(const HashLayout&, std::uint32_t,                          \
+                                      std::vector<sparse::Entry<I>>&, bool,                      \
+                                      std::vector<std::uint8_t>&);                               \
+  template std::size_t zen_decode_pull_chunk(                                                    \
+      const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,            \
+      std::span<const std::size_t>, I*, float*, std::size_t, const std::function<void()>&);      \
+  template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,                \
                                 std::span<const std::size_t>, SparseGradient<I>&);
 ATOLL_ZEN_INSTANTIATE(std::uint32_t)
 ATOLL_ZEN_INSTANTIATE(std::uint64_t)

@@ -14,11 +14,6 @@
 namespace atl::train {
 namespace {
 
-constexpr char kMagic[8] = {'A', 'T', 'L', 'C', 'K', 'P', 'T', '1'};
-constexpr std::size_t kHeader = 24;
-
-using util::append_pod;
-using util::load_pod;
 [[noreturn]] void fail(const std::filesystem::path& file, const std::string& what) {
   throw CheckpointError(fmt::format("checkpoint {}: {}", file.string(), what));
 }
@@ -51,14 +46,9 @@ void write_checkpoint(const std::filesystem::path& file, std::uint64_t step,
   std::ostringstream payload;
   archive.save_to(payload);
   const std::string p = payload.str();
-  std::vector<std::uint8_t> b;
-  b.reserve(kHeader + p.size() + 8);
-  b.insert(b.end(), kMagic, kMagic + 8);
-  append_pod<std::uint64_t>(b, step);
-  append_pod<std::uint64_t>(b, p.size());
-  b.insert(b.end(), p.begin(), p.end());
-  append_pod<std::uint64_t>(b, util::fnv1a(b));
-  util::write_file_atomic(file, b);
+  util::write_file_atomic(
+      file, encode_checkpoint_container(
+                step, {reinterpret_cast<const std::uint8_t*>(p.data()), p.size()}));
 }
 
 std::uint64_t read_checkpoint(const std::filesystem::path& file,
@@ -69,25 +59,15 @@ std::uint64_t read_checkpoint(const std::filesystem::path& file,
   } catch (const util::FileError& e) {
     throw CheckpointError(fmt::format("checkpoint {}", e.what()));
   }
-  if (b.size() < kHeader + 8) fail(file, fmt::format("truncated: {} bytes", b.size()));
-  if (std::memcmp(b.data(), kMagic, 8) != 0) fail(file, "not an atoll checkpoint (bad magic)");
-  const auto step = load_pod<std::uint64_t>(b.data() + 8);
-  const auto size = load_pod<std::uint64_t>(b.data() + 16);
-  if (b.size() != kHeader + size + 8) {
-    fail(file, fmt::format("truncated or padded: {} bytes, the header promises {}", b.size(),
-                           kHeader + size + 8));
-  }
-  const auto stored = load_pod<std::uint64_t>(b.data() + b.size() - 8);
-  if (util::fnv1a({b.data(), b.size() - 8}) != stored) {
-    fail(file, "checksum mismatch: the file is corrupt");
-  }
-  std::istringstream in(std::string(reinterpret_cast<const char*>(b.data() + kHeader), size));
+  const auto c = parse_checkpoint_container(b, file);
+  std::istringstream in(
+      std::string(reinterpret_cast<const char*>(c.payload.data()), c.payload.size()));
   try {
     archive.load_from(in);
   } catch (const c10::Error& e) {
     fail(file, fmt::format("unreadable archive ({})", e.what_without_backtrace()));
   }
-  return step;
+  return c.step;
 }
 
 std::filesystem::path rank_checkpoint_path(const std::filesystem::path& main_file, int rank) {

@@ -18,13 +18,9 @@
 #include <vector>
 
 #include "atoll/train/trainer.h"
+#include "checkpoint_container.h"
 
 namespace atl::train {
-
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 std::filesystem::path checkpoint_dir(const std::filesystem::path& out);
 std::filesystem::path checkpoint_path(const std::filesystem::path& out, std::uint64_t step);

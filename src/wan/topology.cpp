@@ -29,16 +29,14 @@ std::vector<std::string> split_csv(const std::string& line) {
   return fields;
 }
 
-double parse_number(const std::string& text, const std::filesystem::path& file, int line,
-                    const char* what) {
+double parse_number(const std::string& text, const std::string& file, int line, const char* what) {
   try {
     std::size_t used = 0;
     const double v = std::stod(text, &used);
     if (used != text.size() || !std::isfinite(v)) throw std::invalid_argument(text);
     return v;
   } catch (const std::exception&) {
-    throw TopologyError(
-        fmt::format("{}:{}: {} '{}' is not a number", file.string(), line, what, text));
+    throw TopologyError(fmt::format("{}:{}: {} '{}' is not a number", file, line, what, text));
   }
 }
 
@@ -123,6 +121,11 @@ Topology load_topology_csv(const std::filesystem::path& file, const SiteDefaults
                            const LatencyModel& model) {
   std::ifstream in(file);
   if (!in) throw TopologyError("cannot read topology file " + file.string());
+  return parse_topology_csv(in, file.string(), defaults, model);
+}
+
+Topology parse_topology_csv(std::istream& in, const std::string& file, const SiteDefaults& defaults,
+                            const LatencyModel& model) {
   std::vector<Site> sites;
   std::string line;
   int number = 0;
@@ -135,7 +138,7 @@ Topology load_topology_csv(const std::filesystem::path& file, const SiteDefaults
       throw TopologyError(fmt::format(
           "{}:{}: expected 5 or 8 columns (code,name,continent,latitude_deg,longitude_deg"
           "[,egress_gbps,ingress_gbps,fpga_memory_mb]), got {}",
-          file.string(), number, f.size()));
+          file, number, f.size()));
     }
     Site s;
     s.code = f[0];
@@ -150,8 +153,11 @@ Topology load_topology_csv(const std::filesystem::path& file, const SiteDefaults
       s.egress_bytes_per_s = parse_number(f[5], file, number, "egress_gbps") * 1e9 / 8;
       s.ingress_bytes_per_s = parse_number(f[6], file, number, "ingress_gbps") * 1e9 / 8;
       const double mb = parse_number(f[7], file, number, "fpga_memory_mb");
-      if (mb < 0)
-        throw TopologyError(fmt::format("{}:{}: negative FPGA memory", file.string(), number));
+      // Below 2^64 bytes (16 EB): a larger value does not convert to a byte count.
+      if (mb < 0 || mb * 1e6 >= 0x1p64) {
+        throw TopologyError(
+            fmt::format("{}:{}: FPGA memory {} MB out of range [0, 1.8e13)", file, number, f[7]));
+      }
       s.fpga_memory_bytes = static_cast<std::uint64_t>(mb * 1e6);
     }
     sites.push_back(std::move(s));
@@ -162,6 +168,10 @@ Topology load_topology_csv(const std::filesystem::path& file, const SiteDefaults
 void load_latency_matrix_csv(Topology& topology, const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw TopologyError("cannot read latency matrix " + file.string());
+  parse_latency_matrix_csv(topology, in, file.string());
+}
+
+void parse_latency_matrix_csv(Topology& topology, std::istream& in, const std::string& file) {
   std::string line;
   std::vector<std::size_t> columns;
   const std::size_t n = topology.size();
@@ -176,8 +186,8 @@ void load_latency_matrix_csv(Topology& topology, const std::filesystem::path& fi
       continue;
     }
     if (f.size() != columns.size() + 1) {
-      throw TopologyError(fmt::format("{}:{}: {} columns, header has {}", file.string(), number,
-                                      f.size(), columns.size() + 1));
+      throw TopologyError(fmt::format("{}:{}: {} columns, header has {}", file, number, f.size(),
+                                      columns.size() + 1));
     }
     const std::size_t row = topology.index_of(f[0]);
     for (std::size_t k = 0; k < columns.size(); ++k) {
@@ -186,7 +196,7 @@ void load_latency_matrix_csv(Topology& topology, const std::filesystem::path& fi
   }
   for (std::size_t i = 0; i < n * n; ++i) {
     if (seconds[i] < 0) {
-      throw TopologyError(fmt::format("latency matrix {} lacks {} -> {}", file.string(),
+      throw TopologyError(fmt::format("latency matrix {} lacks {} -> {}", file,
                                       topology.site(i / n).code, topology.site(i % n).code));
     }
   }
@@ -207,6 +217,10 @@ LatencyModelKind parse_latency_model(const std::string& text) {
 std::vector<LatencySample> load_latency_samples_csv(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw TopologyError("cannot read latency samples " + file.string());
+  return parse_latency_samples_csv(in, file.string());
+}
+
+std::vector<LatencySample> parse_latency_samples_csv(std::istream& in, const std::string& file) {
   std::vector<LatencySample> out;
   std::string line;
   int number = 0;
@@ -223,14 +237,14 @@ std::vector<LatencySample> load_latency_samples_csv(const std::filesystem::path&
       throw TopologyError(fmt::format(
           "{}:{}: expected 9 columns (from,to,rtt_ms,from_lat,from_lon,from_continent,to_lat,"
           "to_lon,to_continent), got {}",
-          file.string(), number, f.size()));
+          file, number, f.size()));
     }
     LatencySample s;
     s.from = f[0];
     s.to = f[1];
     const double rtt_ms = parse_number(f[2], file, number, "rtt_ms");
     if (!(rtt_ms > 0))
-      throw TopologyError(fmt::format("{}:{}: rtt_ms must be positive", file.string(), number));
+      throw TopologyError(fmt::format("{}:{}: rtt_ms must be positive", file, number));
     s.one_way_s = rtt_ms / 2e3;
     s.distance_km = great_circle_km(
         parse_number(f[3], file, number, "from_lat"), parse_number(f[4], file, number, "from_lon"),

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ void write_trace(const std::filesystem::path& file, const SparseGradient<Index>&
 // unless M fits.
 template <class Index>
 SparseGradient<Index> read_trace(const std::filesystem::path& file, TraceHeader* header = nullptr);
+// The same checks on a trace already in memory (`file` names it in errors); read_trace reads the
+// file and calls it. Errors name the file and the byte offset of the field at fault.
+template <class Index>
+SparseGradient<Index> parse_trace(std::span<const std::uint8_t> bytes,
+                                  const std::filesystem::path& file, TraceHeader* header = nullptr);
 
 // Steps present in a trace directory for `rank` (sorted).
 std::vector<std::uint64_t> trace_steps(const std::filesystem::path& dir, int rank);

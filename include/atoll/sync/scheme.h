@@ -25,6 +25,13 @@ namespace atl::sync {
 using comm::Communicator;
 using sparse::SparseGradient;
 
+// A message from a peer that does not decode: a size, count or index that does not fit the buffer
+// it would be written into. The message names the scheme, the sending rank and the problem.
+class MalformedMessage : public comm::CommError {
+ public:
+  using comm::CommError::CommError;
+};
+
 // One phase of a scheme on this rank (push, aggregate, pull, ...).
 struct PhaseStats {
   std::string name;

@@ -160,6 +160,13 @@ struct ZenServerSums {
 
 // Server side, step 1: sums the entries this server received over its slots (a compact buffer of
 // ≈ M/n floats, never M) and counts the non-zero sums per bucket.
+// Server side, before aggregating: every received push entry (counts[j] from rank j) must be an
+// index below M that `server` owns. MalformedMessage naming the sender otherwise.
+template <class Index>
+void zen_check_push(const HashLayout& layout, std::uint32_t server,
+                    std::span<const sparse::Entry<Index>> received,
+                    std::span<const std::size_t> counts);
+
 template <class Index>
 void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::vector<sparse::Entry<Index>>& received,

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <istream>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -69,6 +70,8 @@ struct LatencySample {
 // Reads pings as CSV `from,to,rtt_ms,from_lat,from_lon,from_continent,to_lat,to_lon,to_continent`
 // (a header line, '#' comments): one sample per row (one per measured direction).
 std::vector<LatencySample> load_latency_samples_csv(const std::filesystem::path& file);
+// The same from a stream; `source` names it in errors (file:line: problem).
+std::vector<LatencySample> parse_latency_samples_csv(std::istream& in, const std::string& source);
 
 // The least-squares line of one link class and how well it fits.
 struct AffineClassFit {
@@ -135,10 +138,13 @@ double great_circle_km(double lat1_deg, double lon1_deg, double lat2_deg, double
 // optional columns take `defaults`.
 Topology load_topology_csv(const std::filesystem::path& file, const SiteDefaults& defaults = {},
                            const LatencyModel& model = {});
+Topology parse_topology_csv(std::istream& in, const std::string& source,
+                            const SiteDefaults& defaults = {}, const LatencyModel& model = {});
 
 // Reads a measured one-way latency matrix (milliseconds) as CSV: a header `code,A,B,...` then one
 // row per site `A,0,x,...`, in any order; every site of `topology` must appear.
 void load_latency_matrix_csv(Topology& topology, const std::filesystem::path& file);
+void parse_latency_matrix_csv(Topology& topology, std::istream& in, const std::string& source);
 
 // The nine-city topology shipped with atoll (data/cities-9.csv in the source tree).
 std::filesystem::path default_topology_file();

@@ -1,0 +1,153 @@
+// Messages from peers that do not fit: every decoder refuses them with MalformedMessage naming
+// the sender, before anything is written out of bounds (issue 17, item 3; fuzz/ explores the rest).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "atoll/sync/zen_partition.h"
+#include "sync/omnireduce_blocks.h"
+#include "sync/received_entries.h"
+#include "sync/sparcml_message.h"
+
+namespace {
+using namespace atl::sync;
+using E32 = atl::sparse::Entry<std::uint32_t>;
+
+// Runs `f`, expects MalformedMessage whose message contains every one of `parts`.
+template <class F>
+void expect_refused(F f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    FAIL() << "accepted; expected a refusal mentioning " << *parts.begin();
+  } catch (const MalformedMessage& e) {
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+// The first index >= from that `server` owns (or does not own, with owned = false).
+std::uint32_t index_owned(const HashLayout& layout, std::uint32_t server, bool owned,
+                          std::uint32_t from = 0) {
+  for (std::uint32_t x = from;; ++x)
+    if ((layout.owner_table()[x / kZenGranule] == server) == owned) return x;
+}
+
+TEST(ReceivedMessages, ZenPushRefusesForeignAndOutOfRangeIndices) {
+  const HashLayout layout(4096, 3, 7);
+  const std::uint32_t mine = index_owned(layout, 1, true), theirs = index_owned(layout, 1, false);
+  std::vector<E32> ok{{mine, 1.0f}, {mine, 2.0f}};
+  std::vector<std::size_t> counts{1, 1, 0};
+  EXPECT_NO_THROW(zen_check_push<std::uint32_t>(layout, 1, ok, counts));
+  std::vector<E32> foreign{{mine, 1.0f}, {theirs, 2.0f}};
+  expect_refused([&] { zen_check_push<std::uint32_t>(layout, 1, foreign, counts); },
+                 {"zen push", "from rank 1", std::to_string(theirs)});
+  std::vector<E32> past_m{{4096, 1.0f}, {mine, 2.0f}};
+  expect_refused([&] { zen_check_push<std::uint32_t>(layout, 1, past_m, counts); },
+                 {"from rank 0", "4096"});
+  std::vector<std::size_t> too_many{1, 1, 1};
+  expect_refused([&] { zen_check_push<std::uint32_t>(layout, 1, ok, too_many); },
+                 {"announced more"});
+}
+
+TEST(ReceivedMessages, ZenPullRefusesCountsPastTheBuffer) {
+  const HashLayout layout(1000, 2, 3);
+  std::vector<E32> none;
+  const auto b0 = zen_encode_pull_block<std::uint32_t>(layout, 0, none, true);
+  const auto b1 = zen_encode_pull_block<std::uint32_t>(layout, 1, none, true);
+  std::vector<std::uint8_t> blocks(b0);
+  blocks.insert(blocks.end(), b1.begin(), b1.end());
+  atl::sparse::SparseGradient<std::uint32_t> out;
+  std::vector<std::size_t> counts{b0.size(), b1.size()};
+  ASSERT_NO_THROW(zen_decode_pull<std::uint32_t>(layout, blocks, counts, out));
+  EXPECT_EQ(out.nnz(), 0u);
+  // A count that wraps `offset + count` around (the check used to add them).
+  std::vector<std::size_t> wrapping{b0.size(), ~std::size_t{0} - 2};
+  expect_refused([&] { zen_decode_pull<std::uint32_t>(layout, blocks, wrapping, out); },
+                 {"server 1", "too short"});
+}
+
+TEST(ReceivedMessages, ZenEncodesAnEmptySparseServer) {
+  // Regression (fuzz/regressions/zen_push): the sparse path copied from an empty vector's null
+  // data() pointer. The block of a server that received nothing is its header and nothing more.
+  const HashLayout layout(1, 1, 0);
+  std::vector<E32> none;
+  const auto block = zen_encode_pull_block<std::uint32_t>(layout, 0, none, false);
+  EXPECT_EQ(block.size(), 9u);
+}
+
+std::vector<std::uint8_t> sparcml_message(std::uint8_t form, std::uint64_t count,
+                                          std::vector<std::uint32_t> idx, std::size_t values) {
+  std::vector<std::uint8_t> b{form};
+  b.resize(9);
+  std::memcpy(b.data() + 1, &count, 8);
+  const auto* p = reinterpret_cast<const std::uint8_t*>(idx.data());
+  b.insert(b.end(), p, p + idx.size() * 4);
+  b.resize(b.size() + values * 4, 0);
+  return b;
+}
+
+TEST(ReceivedMessages, SparcmlRefusesWhatDoesNotFitM) {
+  const std::uint64_t M = 100;
+  auto decode = [&](const std::vector<std::uint8_t>& b) {
+    return sparcml_decode<std::uint32_t>(b, M, 3);
+  };
+  EXPECT_EQ(decode(sparcml_message(0, 2, {5, 99}, 2)).idx.size(), 2u);
+  EXPECT_EQ(decode(sparcml_message(1, M, {}, M)).val.size(), M);
+  expect_refused([&] { decode(sparcml_message(2, 0, {}, 0)); }, {"rank 3", "unknown form 2"});
+  expect_refused([&] { decode(sparcml_message(1, 10, {}, 10)); }, {"rank 3", "10 values"});
+  expect_refused([&] { decode(sparcml_message(0, 1, {100}, 1)); }, {"index 100"});
+  expect_refused([&] { decode(sparcml_message(0, 2, {7, 7}, 2)); }, {"not above the previous"});
+  expect_refused([&] { decode(sparcml_message(0, 2, {5, 6}, 3)); }, {"bytes after the header"});
+  expect_refused([&] { decode(sparcml_message(0, 3, {5, 6}, 2)); }, {"bytes after the header"});
+  expect_refused([&] { decode({0, 1}); }, {"9-byte header"});
+  // A count whose byte size overflows 64 bits must not pass the size check.
+  expect_refused([&] { decode(sparcml_message(0, std::uint64_t{1} << 62, {1}, 1)); },
+                 {"values for M"});
+  expect_refused([&] { sparcml_checked_size<std::uint32_t>(~0ull, M, 2); }, {"rank 2 announced"});
+}
+
+// One OmniReduce record of block `id` with B = 4.
+std::vector<std::uint8_t> omni_record(std::uint32_t id) {
+  std::vector<std::uint8_t> r(4 + 4 * 4, 0);
+  std::memcpy(r.data(), &id, 4);
+  return r;
+}
+
+TEST(ReceivedMessages, OmnireduceRefusesPartialRecordsAndForeignBlocks) {
+  std::vector<float> sums, dense;
+  std::vector<std::uint8_t> present;
+  // M = 40, B = 4: 10 blocks; aggregator 1 of 2 owns blocks [5, 10).
+  const auto r5 = omni_record(5), r2 = omni_record(2);
+  std::vector<std::size_t> one{0, r5.size()};
+  EXPECT_NO_THROW(omnireduce_aggregate<std::uint32_t>(r5, one, 5, 5, 4, sums, present));
+  expect_refused([&] { omnireduce_aggregate<std::uint32_t>(r2, one, 5, 5, 4, sums, present); },
+                 {"push", "rank 1", "block 2"});
+  std::vector<std::uint8_t> partial(r5.begin(), r5.end() - 1);
+  std::vector<std::size_t> short_count{0, partial.size()};
+  expect_refused(
+      [&] { omnireduce_aggregate<std::uint32_t>(partial, short_count, 5, 5, 4, sums, present); },
+      {"rank 1", "whole"});
+  // The pull: aggregator 0 may only send blocks [0, 5).
+  std::vector<std::size_t> from0{r5.size(), 0};
+  expect_refused([&] { omnireduce_decode_pull<std::uint32_t>(r5, from0, 40, 4, dense); },
+                 {"pull", "rank 0", "block 5"});
+  EXPECT_NO_THROW(omnireduce_decode_pull<std::uint32_t>(r2, from0, 40, 4, dense));
+}
+
+TEST(ReceivedMessages, SparsePsAndAgsparseRefuseIndicesOutsideTheirRange) {
+  // M = 100, 2 ranks: server 1 owns [50, 100).
+  std::vector<E32> push{{60, 1.0f}, {10, 1.0f}};
+  std::vector<std::size_t> counts{1, 1};
+  expect_refused([&] { sparse_ps_check_push<std::uint32_t>(100, 2, 1, push, counts); },
+                 {"sparse_ps push", "rank 1", "index 10"});
+  std::vector<E32> pull{{10, 1.0f}, {60, 1.0f}, {60, 2.0f}};
+  std::vector<std::size_t> pull_counts{1, 2};
+  expect_refused([&] { sparse_ps_check_pull<std::uint32_t>(100, pull, pull_counts); },
+                 {"sparse_ps pull", "rank 1", "not above"});
+  std::vector<E32> all{{10, 1.0f}, {100, 1.0f}};
+  expect_refused([&] { agsparse_check_entries<std::uint32_t>(100, all, counts); },
+                 {"agsparse", "rank 1", "index 100"});
+}
+
+}  // namespace
