@@ -7,10 +7,12 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "../train/faults.h"  // --inject-fault's parser (torch-free, in atoll_core)
 #include "atoll/cli/commands.h"
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/trace.h"
 #include "atoll/sync/scheme.h"
+#include "atoll/util/fault_point.h"
 #include "atoll/util/memory.h"
 
 namespace atl::cli {
@@ -161,9 +163,11 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     auto scheme = sync::make_scheme(name);
     sync::SyncResult<Index> last;
     scheme->prepare(comm);  // one-time setup (auto's network probe) is not part of a timed call
+    util::set_fault_step(0);
     for (int w = 0; w < o.warmup; ++w) scheme->synchronize(comm, grad, last);
     std::vector<double> times;
     for (int rep = 0; rep < o.repeat; ++rep) {
+      util::set_fault_step(rep + 1);  // --inject-fault's STEP
       comm.barrier();
       const double t0 = comm.wtime();
       scheme->synchronize(comm, grad, last);
@@ -263,6 +267,28 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   return all_ok ? 0 : 3;
 }
 
+// --inject-fault: only a kill or stop at a scheme's phase means something here.
+void arm_fault(const Communicator& comm, const std::string& spec) {
+  if (spec.empty()) return;
+  const auto faults = train::parse_faults(spec);
+  if (!faults.process || faults.corrupt || faults.straggler || faults.stall || faults.nan ||
+      spec.find(',') != std::string::npos) {
+    throw std::invalid_argument(fmt::format(
+        "--inject-fault '{}': bench sync takes one kill:RANK:PHASE:STEP or stop:RANK:PHASE:STEP",
+        spec));
+  }
+  if (Communicator::simulated()) {
+    throw std::invalid_argument(
+        "--inject-fault kill/stop ends or freezes a process: under SMPI "
+        "every rank is one process");
+  }
+  if (faults.process->rank >= comm.size()) {
+    throw std::invalid_argument(fmt::format("--inject-fault {}: rank {} does not exist ({} ranks)",
+                                            spec, faults.process->rank, comm.size()));
+  }
+  faults.arm(comm.rank());
+}
+
 }  // namespace
 
 int bench_sync(Communicator& comm, const BenchSyncOptions& o) {
@@ -274,6 +300,7 @@ int bench_sync(Communicator& comm, const BenchSyncOptions& o) {
   try {
     sparse::validate(o.generator);
     resolve_schemes(o.schemes);
+    arm_fault(comm, o.inject_fault);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

@@ -28,6 +28,10 @@
 
 namespace {
 
+// --nonfinite fail: a gradient held a NaN or an infinity (distinct from usage errors' 2 and the
+// watchdog's 86).
+constexpr int kNonFiniteExit = 3;
+
 void add_generator_flags(CLI::App* cmd, atl::sparse::GeneratorOptions& g, std::string& values) {
   cmd->add_option("--elements", g.elements, "element count M of the gradient");
   cmd->add_option("--density", g.density, "share of non-zero elements per worker, in [0, 1]");
@@ -150,6 +154,10 @@ int main(int argc, char** argv) {
                        "write each rank's gradient to this directory as a trace (step 0)");
   sync_cmd->add_flag("--verify", bench.verify, "check every result against the dense reference");
   sync_cmd->add_flag("--json", bench.json, "one JSON object per scheme per line");
+  sync_cmd->add_option("--inject-fault", bench.inject_fault,
+                       "experiments: kill:RANK:PHASE:STEP or stop:RANK:PHASE:STEP makes RANK "
+                       "raise SIGKILL or SIGSTOP at a scheme's PHASE (push, aggregate, pull, ...) "
+                       "of timed repetition STEP");
 
   atl::cli::AnalyzeOptions an;
   std::string analyze_values = "normal";
@@ -409,7 +417,15 @@ int main(int argc, char** argv) {
       "experiments, comma-separated: corrupt:RANK:STEP:SCALE scales worker RANK's "
       "pseudo-gradient (nan: NaN) at the first sync at or after STEP; "
       "straggler:RANK:FACTOR makes RANK's compute FACTOR times slower; "
-      "stall:PROB:SECONDS stalls each rank with probability PROB per step");
+      "stall:PROB:SECONDS stalls each rank with probability PROB per step; "
+      "stop:RANK:STEP stops RANK (SIGSTOP) after STEP's backward pass; "
+      "nan:RANK:STEP puts a NaN in RANK's gradient at STEP");
+  train_cmd
+      ->add_option("--nonfinite", tc.nonfinite,
+                   "a NaN or infinity in a gradient: skip (the step, on every rank under ddp; "
+                   "the worker's inner step under local SGD) | fail (the run ends, naming the "
+                   "rank and tensor)")
+      ->check(CLI::IsMember({"skip", "fail"}));
   train_cmd
       ->add_option("--optimizer", tc.optimizer,
                    "inner optimizer: adamw | sgd (plain SGD: no momentum, no weight decay)")
@@ -531,6 +547,10 @@ int main(int argc, char** argv) {
   } catch (const atl::cli::UsageError& e) {
     std::cerr << fmt::format("atoll: error: rank {}: {}\n", comm.rank(), e.what());
     return 2;
+  } catch (const atl::train::NonFiniteGradientError& e) {  // --nonfinite fail
+    std::cerr << fmt::format("atoll: error: rank {}: {}\n", comm.rank(), e.what());
+    if (!e.agreed()) atl::comm::MpiRuntime::abort_job(kNonFiniteExit);
+    return kNonFiniteExit;
   } catch (const atl::comm::CollectiveError& e) {
     std::cerr << fmt::format("atoll: error (rank {} reporting): {}\n", comm.rank(), e.what());
     return 2;

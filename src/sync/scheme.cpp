@@ -6,6 +6,7 @@
 #include <bit>
 #include <stdexcept>
 
+#include "atoll/util/fault_point.h"
 #include "atoll/util/memory.h"
 #include "schemes.h"
 
@@ -118,7 +119,9 @@ PhaseScope::PhaseScope(Communicator& comm, SyncStats& stats, std::string name)
       stats_(stats),
       name_(std::move(name)),
       start_s_(comm.wtime()),
-      start_(comm.traffic()) {}
+      start_(comm.traffic()) {
+  util::fault_point(name_);  // --inject-fault kill/stop at this phase (off unless armed)
+}
 
 PhaseScope::~PhaseScope() {
   const auto& now = comm_.traffic();

@@ -22,6 +22,7 @@
 #include <iostream>
 
 #include "atoll/sync/zen_partition.h"
+#include "atoll/util/fault_point.h"
 #include "common.h"
 #include "schemes.h"
 
@@ -88,6 +89,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     // per-bucket counts gives every rank the same byte-balanced chunk bounds and every block's
     // size; then each server encodes chunk p+1 and puts it on the wire while every rank decodes
     // chunk p into its place in the sorted result.
+    util::fault_point("pull");  // --inject-fault kill/stop at the pull (not a PhaseScope)
     const double pull_start = comm.wtime();
     const auto traffic_start = comm.traffic();
     double decode_s = 0, encode_s = 0;

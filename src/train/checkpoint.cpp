@@ -41,18 +41,19 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
   return files;
 }
 
-void write_checkpoint(const std::filesystem::path& file, std::uint64_t step,
-                      torch::serialize::OutputArchive& archive) {
+std::uint64_t write_checkpoint(const std::filesystem::path& file, std::uint64_t step,
+                               torch::serialize::OutputArchive& archive) {
   std::ostringstream payload;
   archive.save_to(payload);
   const std::string p = payload.str();
-  util::write_file_atomic(
-      file, encode_checkpoint_container(
-                step, {reinterpret_cast<const std::uint8_t*>(p.data()), p.size()}));
+  const auto bytes = encode_checkpoint_container(
+      step, {reinterpret_cast<const std::uint8_t*>(p.data()), p.size()});
+  util::write_file_atomic(file, bytes);
+  return util::load_pod<std::uint64_t>(bytes.data() + bytes.size() - 8);  // the trailer
 }
 
 std::uint64_t read_checkpoint(const std::filesystem::path& file,
-                              torch::serialize::InputArchive& archive) {
+                              torch::serialize::InputArchive& archive, std::uint64_t* checksum) {
   std::vector<std::uint8_t> b;
   try {
     b = util::read_file(file);
@@ -60,6 +61,7 @@ std::uint64_t read_checkpoint(const std::filesystem::path& file,
     throw CheckpointError(fmt::format("checkpoint {}", e.what()));
   }
   const auto c = parse_checkpoint_container(b, file);
+  if (checksum) *checksum = util::load_pod<std::uint64_t>(b.data() + b.size() - 8);
   std::istringstream in(
       std::string(reinterpret_cast<const char*>(c.payload.data()), c.payload.size()));
   try {
@@ -207,6 +209,12 @@ RunRecord read_run_record(const std::filesystem::path& file,
   return r;
 }
 
+bool elastic(const RunRecord& saved, const RunRecord& now) {
+  return (now.strategy == "ddp" || now.strategy == "diloco") && saved.strategy == now.strategy &&
+         saved.shard_group_size == 1 && now.shard_group_size == 1 &&
+         (now.topk == 0 || saved.topk_residuals > 0);
+}
+
 ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now) {
   ResumeCheck out;
   auto& refuse = out.refusals;
@@ -221,14 +229,24 @@ ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now) {
                                  describe(saved.shape, saved.cutoffs_known),
                                  describe(now.shape, true)));
   }
-  if (saved.world > 0 && saved.world != now.world) {
+  const bool resized = saved.world > 0 && saved.world != now.world;
+  if (resized && !elastic(saved, now)) {
     refuse.push_back(fmt::format(
-        "was written by {}; this run has {} (each rank's {} depend on the world size, so the "
-        "run would not continue the same training: resume it with mpirun -np {})",
-        plural(saved.world, "rank"), now.world,
-        saved.topk_residuals > 0 ? "data shard, batches and top-k residual"
-                                 : "data shard and batches",
-        saved.world));
+        "was written by {}; this run has {}: an elastic resume (another world size) is "
+        "supported for --strategy ddp and diloco without --shard-group-size (edit's penalty, "
+        "aedit's rounds and the mesh's shards are laid out by worker): resume it with mpirun -np "
+        "{}",
+        plural(saved.world, "rank"), now.world, saved.world));
+  } else if (resized) {
+    out.notes.push_back(fmt::format(
+        "elastic resume: written by {}, continued by {}: the data shards are reassigned, a step "
+        "trains {} batches{}{}",
+        plural(saved.world, "rank"), now.world, now.world,
+        saved.topk_residuals > 0 ? "; the top-k error-feedback residuals are reset" : "",
+        now.strategy == "diloco"
+            ? "; workers beyond the old ranks start from the synchronized parameters, those "
+              "beyond the new ranks lose their steps since the last synchronization"
+            : ""));
   } else if (now.topk > 0 && saved.topk_residuals == 0) {
     refuse.push_back(fmt::format(
         "was written without --topk; this run uses --topk {} (its error-feedback residuals are "

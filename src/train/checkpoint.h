@@ -27,16 +27,19 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& out, std::uin
 // Checkpoint files in out/checkpoints, oldest first.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& out);
 
-// Serialises `archive` into the container and writes it atomically.
-void write_checkpoint(const std::filesystem::path& file, std::uint64_t step,
-                      torch::serialize::OutputArchive& archive);
-// Verifies the container and loads the archive; returns the step. Throws CheckpointError.
+// Serialises `archive` into the container and writes it atomically; returns its checksum.
+std::uint64_t write_checkpoint(const std::filesystem::path& file, std::uint64_t step,
+                               torch::serialize::OutputArchive& archive);
+// Verifies the container and loads the archive; returns the step (and the file's checksum, the
+// trailer, in `checksum`). Throws CheckpointError.
 std::uint64_t read_checkpoint(const std::filesystem::path& file,
-                              torch::serialize::InputArchive& archive);
+                              torch::serialize::InputArchive& archive,
+                              std::uint64_t* checksum = nullptr);
 
 // A rank's own part of the checkpoint `main_file` (local SGD: replicas differ), beside it:
 // step-N.rank-RRRRR.ckpt, in the same container. Written by every rank before rank 0 writes the
-// main file, so a main file implies its rank files.
+// main file, whose manifest lists every rank file's checksum: a main file implies its rank files,
+// and a rank file from another checkpoint is refused.
 std::filesystem::path rank_checkpoint_path(const std::filesystem::path& main_file, int rank);
 
 // Deletes all but the newest `keep` checkpoints (with their per-rank files).
@@ -84,5 +87,8 @@ struct ResumeCheck {
   std::vector<std::string> notes;
 };
 ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now);
+// An elastic resume (saved.world != now.world) is possible: ddp or diloco, no mesh (per-rank state
+// is then redistributed or reset: docs/reliability.md).
+bool elastic(const RunRecord& saved, const RunRecord& now);
 
 }  // namespace atl::train

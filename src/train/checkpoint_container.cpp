@@ -21,9 +21,9 @@ constexpr std::size_t kTrailer = 8;  // FNV-1a 64 of everything before
 
 std::vector<std::uint8_t> encode_checkpoint_container(std::uint64_t step,
                                                       std::span<const std::uint8_t> payload) {
-  std::vector<std::uint8_t> b;
+  std::vector<std::uint8_t> b(sizeof(kMagic));  // (insert from kMagic trips GCC 12's -Wstringop)
   b.reserve(kHeader + payload.size() + kTrailer);
-  b.insert(b.end(), kMagic, kMagic + 8);
+  std::memcpy(b.data(), kMagic, sizeof(kMagic));
   util::append_pod<std::uint64_t>(b, step);
   util::append_pod<std::uint64_t>(b, payload.size());
   b.insert(b.end(), payload.begin(), payload.end());

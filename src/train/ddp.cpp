@@ -1,13 +1,15 @@
 #include "ddp.h"
 
+#include "atoll/util/fault_point.h"
 #include "sharded_optimizer.h"
 
 namespace atl::train {
 
 template <class Index>
 DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& cfg, Engine& engine,
-                                  bool reduce_scatter, comm::Communicator* across)
+                                  int world_rank, bool reduce_scatter, comm::Communicator* across)
     : engine_(engine),
+      world_rank_(world_rank),
       reduce_scatter_(reduce_scatter),
       across_(across),
       E_(cfg.model.d_embed),
@@ -25,8 +27,15 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   const int world = comm.size();
   // Ranks reach the synchronization at different times (their compute differs); the barrier
   // makes that wait visible (wait_s) instead of hiding it in the first collective of a scheme.
+  timer.start("check");
+  const int bad = first_nonfinite(engine_, local.values);
   timer.start("wait");
-  comm.barrier();
+  nonfinite_ = agree_nonfinite(comm, engine_, bad, world_rank_);
+  if (nonfinite_) {  // every rank skips (or fails) together; nothing non-finite is sent
+    result_ = {};
+    mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
+    return {};
+  }
   // Benchmark mode: compared schemes before and after the training scheme (rotating); their
   // time is left out of the step.
   timer.start("compare");
@@ -41,6 +50,7 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   for (std::size_t c = before; c < comparison_.size(); ++c) comparison_.run(comm, c, local, E_);
   comparison_.check_rows(rows, E_);
   timer.start("dense_sync");
+  util::fault_point("dense_sync");  // --inject-fault kill/stop
   if (reduce_scatter_ && engine_.sharded) {
     engine_.sharded->reduce_scatter_grads(1.0 / world, across_);
   } else {

@@ -8,12 +8,14 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 
 #include "atoll/comm/communicator.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/train/trainer.h"
 #include "embedding_rows.h"
 #include "engine.h"
+#include "nonfinite.h"
 #include "scheme_comparison.h"
 #include "step_timer.h"
 
@@ -27,28 +29,35 @@ class DataParallel {
   // reduce-scattered in the shard group to the ranks' pieces (the engine's sharded optimizer
   // steps them) instead of averaged whole; with `across` (ddp over all ranks: the mesh's sync
   // group), the pieces' sums are then allreduced across the groups.
-  DataParallel(comm::Communicator& comm, const TrainConfig& config, Engine& engine,
+  // `world_rank`: this rank's name in messages (comm may be a shard group).
+  DataParallel(comm::Communicator& comm, const TrainConfig& config, Engine& engine, int world_rank,
                bool reduce_scatter = false, comm::Communicator* across = nullptr);
 
   // One step's synchronization after the backward pass (collective), timed as the phases "wait",
   // "compare", "embedding_sync", "rows", "dense_sync": the embedding gradient `local` summed and
   // averaged into rows, the dense gradients averaged in place. Returns the rows; `mean_loss`
-  // receives the mean of the ranks' `loss`.
+  // receives the mean of the ranks' `loss`. The ranks first agree whether any gradient holds a
+  // NaN or an infinity (nonfinite.h; the allreduce is the step's barrier): if so nothing is
+  // synchronized, no rank may take the optimizer step, and nonfinite() names the rank and tensor.
   RowGradient synchronize(comm::Communicator& comm, StepTimer& timer, int step,
                           const sparse::SparseGradient<Index>& local, double loss,
                           double& mean_loss);
 
   const sync::SyncResult<Index>& embedding_result() const { return result_; }
+  // The last synchronize's non-finite gradient (nullopt: all were finite, the step may be taken).
+  const std::optional<NonFinite>& nonfinite() const { return nonfinite_; }
   SchemeComparison<Index>& comparison() { return comparison_; }
 
  private:
   Engine& engine_;
+  int world_rank_;
   bool reduce_scatter_;
   comm::Communicator* across_;
   std::int64_t E_;
   std::unique_ptr<sync::SyncScheme> scheme_, dense_scheme_;  // the top-k path has its own buffers
   SchemeComparison<Index> comparison_;
   sync::SyncResult<Index> result_;
+  std::optional<NonFinite> nonfinite_;
 };
 
 }  // namespace atl::train

@@ -1,7 +1,9 @@
 #include "faults.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <stdexcept>
@@ -13,8 +15,8 @@ namespace atl::train {
 namespace {
 
 constexpr const char* kForms =
-    "corrupt:RANK:STEP:SCALE, straggler:RANK:FACTOR, stall:PROB:SECONDS or stop:RANK:STEP, "
-    "comma-separated";
+    "corrupt:RANK:STEP:SCALE, straggler:RANK:FACTOR, stall:PROB:SECONDS, stop:RANK:STEP, "
+    "stop:RANK:PHASE:STEP, kill:RANK:PHASE:STEP or nan:RANK:STEP, comma-separated";
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> parts;
@@ -58,13 +60,48 @@ struct SpecParser {
   }
 };
 
+// kill:RANK:PHASE:STEP, stop:RANK:PHASE:STEP or stop:RANK:STEP (after the backward pass).
+ProcessFault parse_process_fault(const SpecParser& p, const std::vector<std::string>& parts) {
+  ProcessFault f;
+  f.signal = parts[0] == "kill" ? util::FaultSignal::kill : util::FaultSignal::stop;
+  f.rank = p.parse<int>(parts[1], "RANK");
+  if (f.rank < 0) throw p.bad("RANK must be a rank number");
+  if (parts.size() == 4) {
+    f.phase = parts[2];
+    const auto& known = fault_phases();
+    if (std::find(known.begin(), known.end(), f.phase) == known.end()) {
+      throw p.bad(fmt::format("unknown PHASE '{}' (known: {})", f.phase, fmt::join(known, ", ")));
+    }
+  }
+  f.step = p.parse<int>(parts.back(), "STEP");
+  if (f.step < 1) throw p.bad("STEP must be a step >= 1");
+  return f;
+}
+
 }  // namespace
+
+const std::vector<std::string>& fault_phases() {
+  static const std::vector<std::string> phases{// the trainer's
+                                               "backward", "dense_sync", "outer_sync", "checkpoint",
+                                               // the sparse schemes' (PhaseScope names)
+                                               "partition", "push", "aggregate", "pull", "encode",
+                                               "allgather", "sum", "densify", "allreduce", "fold",
+                                               "unfold", "recursive_doubling"};
+  return phases;
+}
+
+void Faults::arm(int rank) const {
+  if (!process || process->rank != rank) return;
+  util::arm_fault_point(process->signal, process->phase, process->step,
+                        fmt::format("rank {}", rank));
+}
 
 int Faults::largest_rank() const {
   int r = -1;
   if (corrupt) r = std::max(r, corrupt->rank);
   if (straggler) r = std::max(r, straggler->rank);
-  if (stop) r = std::max(r, stop->rank);
+  if (process) r = std::max(r, process->rank);
+  if (nan) r = std::max(r, nan->rank);
   return r;
 }
 
@@ -75,10 +112,17 @@ Faults parse_faults(const std::string& all) {
     const SpecParser p{spec};
     const auto parts = split(spec, ':');
     const auto& kind = parts[0];
-    const std::size_t want = kind == "corrupt"                                            ? 4
-                             : (kind == "straggler" || kind == "stall" || kind == "stop") ? 3
-                                                                                          : 0;
+    const bool process = kind == "kill" || kind == "stop";
+    const std::size_t want = kind == "corrupt" || kind == "kill"                       ? 4
+                             : kind == "straggler" || kind == "stall" || kind == "nan" ? 3
+                             : kind == "stop" ? (parts.size() == 4 ? 4 : 3)
+                                              : 0;
     if (want == 0 || parts.size() != want) throw p.bad("unknown form");
+    if (process) {
+      if (f.process) throw p.bad("one kill or stop per run");
+      f.process = parse_process_fault(p, parts);
+      continue;
+    }
     if (kind == "corrupt") {
       if (f.corrupt) throw p.bad("corrupt given twice");
       FaultInjection c;
@@ -88,14 +132,14 @@ Faults parse_faults(const std::string& all) {
       if (c.step < 1) throw p.bad("STEP must be a step >= 1");
       c.scale = parts[3] == "nan" ? std::nan("") : p.parse<double>(parts[3], "SCALE");
       f.corrupt = c;
-    } else if (kind == "stop") {
-      if (f.stop) throw p.bad("stop given twice");
+    } else if (kind == "nan") {
+      if (f.nan) throw p.bad("nan given twice");
       Stop s;
       s.rank = p.parse<int>(parts[1], "RANK");
       if (s.rank < 0) throw p.bad("RANK must be a rank number");
       s.step = p.parse<int>(parts[2], "STEP");
       if (s.step < 1) throw p.bad("STEP must be a step >= 1");
-      f.stop = s;
+      f.nan = s;
     } else if (kind == "straggler") {
       if (f.straggler) throw p.bad("straggler given twice");
       Straggler s;
@@ -120,7 +164,7 @@ Faults parse_faults(const std::string& all) {
 Slowdown::Slowdown(const Faults& faults, int rank, std::uint64_t seed) : rank_(rank), seed_(seed) {
   if (faults.straggler && faults.straggler->rank == rank) factor_ = faults.straggler->factor;
   if (faults.stall) stall_ = *faults.stall;
-  if (faults.stop && faults.stop->rank == rank) stop_step_ = faults.stop->step;
+  if (faults.nan && faults.nan->rank == rank) nan_step_ = faults.nan->step;
 }
 
 double Slowdown::extra_seconds(int step, double model_s) const {
@@ -140,7 +184,7 @@ double Slowdown::extra_seconds(int step, double model_s) const {
 }
 
 double Slowdown::apply(comm::Communicator& comm, int step, double model_s) const {
-  if (step == stop_step_) std::raise(SIGSTOP);  // until SIGCONT, or killed
+  util::fault_point("backward");  // --inject-fault kill/stop after the backward pass
   const double extra = extra_seconds(step, model_s);
   if (extra > 0) comm.delay(extra);
   return extra;

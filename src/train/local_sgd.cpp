@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "atoll/util/fault_point.h"
+#include "nonfinite.h"
 #include "sharded_optimizer.h"
 
 namespace atl::train {
@@ -175,6 +177,7 @@ void LocalSgd<Index>::embedding_to_model() {
 template <class Index>
 void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
   if (pending_) flush(comm);
+  util::fault_point("outer_sync");  // --inject-fault kill/stop
   bytes_at_begin_ = comm.traffic().bytes_sent;
   last_dropped_.clear();
   last_skipped_.clear();
@@ -203,11 +206,7 @@ void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
   if (penalty_) {
     penalize(comm, local_);
   } else {
-    std::vector<double> weights(static_cast<std::size_t>(comm.size()), 1.0 / comm.size());
-    weigh_by_steps(weights);
-    const auto w = static_cast<float>(weights[static_cast<std::size_t>(comm.rank())]);
-    for (auto& x : delta_dense_) x *= w;
-    for (auto& x : local_.values) x *= w;
+    average_finite(comm);
   }
   requests_.clear();
   requests_.resize(static_cast<std::size_t>(layers_));
@@ -346,6 +345,39 @@ void LocalSgd<Index>::penalize(comm::Communicator& comm, sparse::SparseGradient<
     const auto w = static_cast<float>(mine[0]);
     for (auto& x : local.values) x *= w;
   }
+}
+
+// diloco's weights: 1/n each, except that a worker whose Δ holds a NaN or an infinity is dropped
+// (weight 0, exact zeros sent) and the others share its weight, as EDiT's penalty drops an
+// anomalous worker; the workers learn who is finite in one allgather of flags. No finite worker:
+// every unit's outer step is skipped.
+template <class Index>
+void LocalSgd<Index>::average_finite(comm::Communicator& comm) {
+  const bool finite_here = all_finite(delta_dense_) && all_finite(local_.values);
+  const double bad = shards_.sum_over_group({finite_here ? 0.0 : 1.0})[0];
+  const auto finite = comm.allgather_each<double>(std::vector<double>{bad > 0 ? 0.0 : 1.0});
+  double kept = 0;
+  for (double f : finite) kept += f;
+  std::vector<double> weights(finite.size(), 0.0);
+  for (std::size_t w = 0; w < finite.size(); ++w) {
+    if (finite[w] > 0) continue;
+    for (int l = 0; l < layers_; ++l) last_dropped_.emplace_back(l, static_cast<int>(w));
+  }
+  if (kept == 0) {
+    for (int l = 0; l < layers_; ++l) last_skipped_.push_back(l);
+  } else {
+    for (std::size_t w = 0; w < finite.size(); ++w) weights[w] = finite[w] / kept;
+  }
+  weigh_by_steps(weights);
+  const auto w = static_cast<float>(weights[static_cast<std::size_t>(comm.rank())]);
+  if (w == 0.0f) {  // exact zeros, never 0·NaN
+    std::fill(delta_dense_.begin(), delta_dense_.end(), 0.0f);
+    local_.indices.clear();
+    local_.values.clear();
+    return;
+  }
+  for (auto& x : delta_dense_) x *= w;
+  for (auto& x : local_.values) x *= w;
 }
 
 // Adds one layer's largest weight and effective number of workers 1/Σw² (n under plain averaging,

@@ -110,10 +110,13 @@ class LocalSgd {
   void load_shared(torch::serialize::InputArchive& ar);
   void save_local(torch::serialize::OutputArchive& ar, double now) const;
   void load_local(torch::serialize::InputArchive& ar);
+  // An elastic resume's new worker: its model set to θ̄, nothing touched since (after load_*).
+  void restart_from_outer();
 
  private:
   // The local part of a synchronization: Δ, the fault, the weights; then pending.
   void begin_sync(comm::Communicator& comm, int step);
+  void average_finite(comm::Communicator& comm);          // diloco's weights (begin_sync)
   void post_through(comm::Communicator& comm, int unit);  // posts units next_post_ .. unit
   void finish_unit(comm::Communicator& comm, int unit);   // waits, outer step, θ̄ into the model
   void finish_embedding(comm::Communicator& comm);

@@ -83,6 +83,14 @@ void LocalSgd<Index>::save_local(torch::serialize::OutputArchive& ar, double now
 }
 
 template <class Index>
+void LocalSgd<Index>::restart_from_outer() {
+  if (!started_) return;  // warm-up: every replica is still the same
+  for (int u = 1; u < layers_; ++u) unit_to_model(u);
+  embedding_to_model();
+  std::fill(touched_.begin(), touched_.end(), 0);
+}
+
+template <class Index>
 void LocalSgd<Index>::load_local(torch::serialize::InputArchive& ar) {
   if (timed_) {
     torch::Tensor state;

@@ -184,8 +184,9 @@ std::optional<std::string> check_config(const TrainConfig& c) {
       return "--inject-fault corrupt:... corrupts a pseudo-gradient: it needs a local-SGD "
              "--strategy (diloco, edit, aedit)";
     }
-    if (faults.stop && Communicator::simulated()) {
-      return "--inject-fault stop:... stops a process: under SMPI every rank is one process";
+    if (faults.process && Communicator::simulated()) {
+      return "--inject-fault kill:... and stop:... end or freeze a process: under SMPI every rank "
+             "is one process";
     }
   } catch (const std::invalid_argument& e) {
     return std::string(e.what());
@@ -201,6 +202,9 @@ std::optional<std::string> check_config(const TrainConfig& c) {
   if (c.sync_prefetch < 0) {
     return fmt::format("--sync-prefetch {} is negative (layers in flight ahead; 0 = all)",
                        c.sync_prefetch);
+  }
+  if (c.nonfinite != "skip" && c.nonfinite != "fail") {
+    return fmt::format("--nonfinite: unknown action '{}' (valid: skip, fail)", c.nonfinite);
   }
   if (c.optimizer != "adamw" && c.optimizer != "sgd") {
     return fmt::format("--optimizer: unknown optimizer '{}' (valid: adamw, sgd)", c.optimizer);
@@ -325,6 +329,7 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"overlap-rounds", c.overlap_rounds},
                             {"timeline", !c.timeline.empty()},
                             {"inject-fault", c.inject_fault},
+                            {"nonfinite", c.nonfinite},
                             {"topk", c.topk},
                             {"bucket-bytes", c.bucket_bytes},
                             {"eval-every", c.eval_every},

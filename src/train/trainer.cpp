@@ -23,6 +23,7 @@
 #include "atoll/sparse/trace.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/train/corpus.h"
+#include "atoll/util/fault_point.h"
 #include "atoll/util/files.h"
 #include "checkpoint.h"
 #include "ddp.h"
@@ -37,6 +38,7 @@
 #include "local_sgd.h"
 #include "mesh.h"
 #include "model.h"
+#include "nonfinite.h"
 #include "run_checkpoint.h"
 #include "run_log.h"
 #include "run_plan.h"
@@ -114,7 +116,8 @@ torch::Tensor forward_backward(Engine& engine, LayerEvents& events, const RankDa
   return loss;
 }
 
-// A local-SGD step's fields in its metrics line; rank 0 names the workers EDiT dropped.
+// A local-SGD step's fields in its metrics line; rank 0 names the workers dropped (EDiT's penalty,
+// or diloco's non-finite pseudo-gradients).
 template <class Index>
 void record_local_step(nlohmann::json& j, const TrainConfig& cfg, const LocalSgd<Index>& diloco,
                        int step, bool synced, double outer_sync_s, bool leader) {
@@ -128,13 +131,16 @@ void record_local_step(nlohmann::json& j, const TrainConfig& cfg, const LocalSgd
     j["edit_skipped_layers"] = diloco.last_skipped_layers();
     j["edit_weight_max"] = diloco.last_weights().max;
     j["edit_effective_workers"] = diloco.last_weights().effective_workers;
+  } else if (!diloco.last_dropped().empty()) {  // diloco: a non-finite pseudo-gradient
+    j["dropped"] = diloco.last_dropped();
   }
   if (!leader || diloco.last_dropped().empty()) return;
   std::map<int, int> layers_of;  // worker -> layers it was dropped in
   for (const auto& [layer, w] : diloco.last_dropped()) ++layers_of[w];
   for (const auto& [w, count] : layers_of) {
-    fmt::print(stderr, "atoll train: step {}: EDiT dropped worker {} in {} of {} layers\n", step, w,
-               count, diloco.penalty_layers());
+    fmt::print(stderr, "atoll train: step {}: {} dropped worker {} in {} of {} layers\n", step,
+               cfg.strategy == "diloco" ? "non-finite pseudo-gradient:" : "EDiT", w, count,
+               diloco.penalty_layers());
   }
 }
 
@@ -280,16 +286,39 @@ void record_site_step(nlohmann::json& j, const SiteTraining& sites,
 
 // A local step's gradient: under the 2-D mesh its shard group's average (and the loss, the
 // group's mean); else this worker's own, with no collective (the loss logged is rank 0's).
+// `nonfinite` names a NaN or infinity in the worker's gradient (its group agrees on it).
 template <class Index>
 RowGradient worker_gradient(Mesh& mesh, std::optional<DataParallel<Index>>& group_ddp,
-                            StepTimer& timer, int step, sparse::SparseGradient<Index> local,
-                            double loss, std::int64_t E, double& mean_loss) {
-  if (group_ddp) return group_ddp->synchronize(*mesh.group(), timer, step, local, loss, mean_loss);
+                            const Engine& engine, int rank, StepTimer& timer, int step,
+                            sparse::SparseGradient<Index> local, double loss, double& mean_loss,
+                            std::optional<NonFinite>& nonfinite) {
+  if (group_ddp) {
+    auto rows = group_ddp->synchronize(*mesh.group(), timer, step, local, loss, mean_loss);
+    nonfinite = group_ddp->nonfinite();
+    return rows;
+  }
+  timer.start("check");
+  if (const int bad = first_nonfinite(engine, local.values); bad >= 0) {
+    nonfinite = NonFinite{rank, gradient_name(engine, bad)};
+    mean_loss = loss;
+    return {};
+  }
   timer.start("rows");
   sync::SyncResult<Index> own;
   own.sparse = std::move(local);
   mean_loss = loss;
-  return touched_rows(own, E, 1.0);
+  return touched_rows(own, engine.model->tok->weight.size(1), 1.0);
+}
+
+// A step whose gradient held a NaN or an infinity: --nonfinite fail ends the run (every rank at
+// once when they agreed on it: `agreed`; else this worker's process ends the job), skip reports it
+// (`reporter`: the rank that prints) and the caller takes no optimizer step.
+void on_nonfinite(const TrainConfig& cfg, const NonFinite& bad, int step, bool agreed,
+                  bool reporter) {
+  const bool fail = cfg.nonfinite == "fail";
+  const std::string message = describe_nonfinite(bad, step, fail);
+  if (fail) throw NonFiniteGradientError(message, agreed);
+  if (reporter) fmt::print(stderr, "atoll train: {}\n", message);
 }
 
 // Rank 0 at the end: metrics closed, the loss plot.
@@ -362,13 +391,13 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   if (mesh.group() && cfg.shard) engine.shard_optimizer(cfg, *mesh.group());
   // ddp steps (and local SGD's warm-up steps); sharded: reduce-scatter in the group, allreduce
   // of the pieces across the groups.
-  DataParallel<Index> ddp(comm, cfg, engine, engine.sharded != nullptr, &mesh.sync());
+  DataParallel<Index> ddp(comm, cfg, engine, rank, engine.sharded != nullptr, &mesh.sync());
   // Training across sites: each rank a site; diloco meets in the schedule's cliques.
   std::optional<SiteTraining> sites;
   if (!cfg.topology.empty()) sites.emplace(cfg, comm, engine);
   if (cfg.strategy != "ddp" && !sites) {
     local_sgd.emplace(cfg, engine, mesh.workers(), mesh.group());
-    if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine, cfg.shard);
+    if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine, rank, cfg.shard);
   }
   // Bytes this rank sent, on all its communicators.
   const auto bytes_sent = [&] {
@@ -379,8 +408,10 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   };
   LocalSgd<Index>* diloco = local_sgd ? &*local_sgd : nullptr;
   int start = 0, own_start = 0;  // aedit: own_start is this worker's step count (start rank 0's)
+  int saved_world = world;       // the ranks that wrote the checkpoint resumed from
   if (cfg.resume || !cfg.resume_from.empty()) {
-    start = resume(comm, cfg, engine, diloco, sites ? &*sites : nullptr, this_run, own_start);
+    start = resume(comm, cfg, engine, diloco, sites ? &*sites : nullptr, this_run, own_start,
+                   saved_world);
     if (leader && !cfg.quiet) fmt::print("atoll train: resumed after step {}\n", start);
   }
   const bool timed = cfg.strategy == "aedit";
@@ -389,6 +420,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
       timed ? comm.allreduce_value<std::int64_t>(own_start, ReduceOp::sum) : 0;
   RunPlan plan(cfg, world, trained);
   const Slowdown slowdown(parse_faults(cfg.inject_fault), rank, cfg.seed);
+  parse_faults(cfg.inject_fault).arm(rank);  // kill:... / stop:... (util/fault_point.h)
   MetricsLog metrics;
   agreed(comm, [&] {
     if (!leader) return;
@@ -421,6 +453,7 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   bool finished = timed ? plan.done() : start >= cfg.steps;
   for (int step = own_start + 1; !finished; ++step) {
     current_step = step;
+    util::set_fault_step(step);
     timer.reset();
     const auto bytes0 = bytes_sent();
     const bool local_step = (diloco && diloco->is_local(step)) || (sites && sites->is_local(step));
@@ -448,7 +481,8 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     }
     events.begin_step(step, std::move(step_sync), &timer);
     const auto loss = forward_backward(engine, events, data, cfg, step, rank);
-    timer.start("delay");  // --inject-fault straggler / stall
+    if (slowdown.poisons(step)) poison_gradient(engine);  // --inject-fault nan:RANK:STEP
+    timer.start("delay");                                 // --inject-fault straggler / stall
     const double delay_s =
         slowdown.apply(comm, step, fixed_compute ? cfg.sim_compute_s : timer.seconds("model"));
     timer.start("dump");
@@ -462,15 +496,22 @@ int run(Communicator& comm, const TrainConfig& cfg) {
     }
 
     double mean_loss = 0;
+    std::optional<NonFinite> nonfinite;
     const RowGradient rows =
-        local_step ? worker_gradient(mesh, group_ddp, timer, step, std::move(local),
-                                     loss.item<double>(), cfg.model.d_embed, mean_loss)
+        local_step ? worker_gradient(mesh, group_ddp, engine, rank, timer, step, std::move(local),
+                                     loss.item<double>(), mean_loss, nonfinite)
                    : ddp.synchronize(comm, timer, step, local, loss.item<double>(), mean_loss);
+    if (!local_step) nonfinite = ddp.nonfinite();
+    if (nonfinite) {
+      const bool agreed = !local_step;
+      on_nonfinite(cfg, *nonfinite, step, agreed,
+                   agreed ? leader : !mesh.group() || mesh.group()->rank() == 0);
+    }
 
     timer.start("optimizer");
     if (fixed_compute) comm.fixed_compute_begin();
     const double lr = learning_rate(cfg, cfg.lr, step);
-    engine.inner_step(rows, lr, learning_rate(cfg, cfg.embed_lr, step), step);
+    if (!nonfinite) engine.inner_step(rows, lr, learning_rate(cfg, cfg.embed_lr, step), step);
     if (fixed_compute) comm.fixed_compute_end(0);  // charged with the forward/backward above
     bool synced = false;
     StepPlan now = plan.at_step(step);
@@ -498,6 +539,12 @@ int run(Communicator& comm, const TrainConfig& cfg) {
         step, local_step, synced, mean_loss, lr, delay_s, bytes_sent() - bytes0, rows.rows.size()};
     nlohmann::json j = step_metrics(cfg, timer, facts, ddp, diloco, report, leader);
     if (sites) record_site_step(j, *sites, meeting);
+    if (nonfinite) j["nonfinite"] = {{"rank", nonfinite->rank}, {"tensor", nonfinite->tensor}};
+    if (step == own_start + 1 && !cfg.inject_fault.empty()) j["inject_fault"] = cfg.inject_fault;
+    if (step == own_start + 1 && saved_world > 0 && saved_world != world) {  // elastic resume
+      j["world"] = world;
+      j["resumed_from_world"] = saved_world;
+    }
     if (eval_now) {
       // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
       auto run_eval = [&] {

@@ -38,6 +38,15 @@ else
   fail "diloco resume mid-interval: ${msg:-resumed run failed} ${msg2:-}"
 fi
 
+# 2a. A checkpoint's main file lists its rank files' checksums (the manifest): a rank file from
+# another checkpoint is refused on every rank, naming it.
+mkdir -p "$tmp/mixed/checkpoints"
+cp "$tmp/full/checkpoints/step-00000010."* "$tmp/mixed/checkpoints/"
+cp "$tmp/full/checkpoints/step-00000015.rank-00001.ckpt" \
+  "$tmp/mixed/checkpoints/step-00000010.rank-00001.ckpt"
+EXPECT_NP=4 expect_error manifest "step-00000010.rank-00001.ckpt.*belongs to another checkpoint" \
+  "${dl[@]}" --out "$tmp/mixed-out" --resume-from "$tmp/mixed/checkpoints/step-00000010.ckpt"
+
 # 2b. edit (penalty on, overlapped) resumed mid-interval (step 15: 13 local steps, H = 4) is exact.
 ed=("${common[@]}" --steps 24 --strategy edit --sync-every 4 --sync-warmup-steps 2 --eval-every 4
   --checkpoint-every 5 --keep-checkpoints 10 --ewma-warmup 2)

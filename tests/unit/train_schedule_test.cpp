@@ -36,10 +36,20 @@ TEST(Faults, ParsesEachKindAndLists) {
   EXPECT_EQ(f.largest_rank(), 2);
   EXPECT_EQ(parse_faults("stall:0.1:1").largest_rank(), -1);
   const auto stop = parse_faults("stop:3:7");
-  ASSERT_TRUE(stop.stop);
-  EXPECT_EQ(stop.stop->rank, 3);
-  EXPECT_EQ(stop.stop->step, 7);
+  ASSERT_TRUE(stop.process);
+  EXPECT_EQ(stop.process->signal, util::FaultSignal::stop);
+  EXPECT_EQ(stop.process->rank, 3);
+  EXPECT_EQ(stop.process->phase, "backward");
+  EXPECT_EQ(stop.process->step, 7);
   EXPECT_EQ(stop.largest_rank(), 3);
+  const auto kill = parse_faults("kill:4:pull:2,nan:1:9");
+  ASSERT_TRUE(kill.process && kill.nan);
+  EXPECT_EQ(kill.process->signal, util::FaultSignal::kill);
+  EXPECT_EQ(kill.process->phase, "pull");
+  EXPECT_EQ(kill.process->step, 2);
+  EXPECT_EQ(kill.nan->rank, 1);
+  EXPECT_EQ(kill.nan->step, 9);
+  EXPECT_EQ(kill.largest_rank(), 4);
 }
 
 TEST(Faults, RefusesWithTheProblemNamed) {
@@ -54,7 +64,10 @@ TEST(Faults, RefusesWithTheProblemNamed) {
   EXPECT_NE(error_of("corrupt:1:0:2").find("STEP must be a step >= 1"), std::string::npos);
   EXPECT_NE(error_of("straggler:1:2,").find("unknown form"), std::string::npos);
   EXPECT_NE(error_of("stop:1:0").find("STEP must be a step >= 1"), std::string::npos);
-  EXPECT_NE(error_of("stop:1:2,stop:0:3").find("stop given twice"), std::string::npos);
+  EXPECT_NE(error_of("stop:1:2,kill:0:push:3").find("one kill or stop per run"), std::string::npos);
+  EXPECT_NE(error_of("kill:1:flush:3").find("unknown PHASE 'flush'"), std::string::npos);
+  EXPECT_NE(error_of("kill:1:3").find("unknown form"), std::string::npos);
+  EXPECT_NE(error_of("nan:1:0").find("STEP must be a step >= 1"), std::string::npos);
 }
 
 TEST(Slowdown, StragglerOnlyOnItsRankStallsSeededAndAtTheirRate) {

@@ -88,6 +88,10 @@ struct TrainConfig {
   // synchronization at or after STEP; "straggler:RANK:FACTOR" makes rank RANK's compute FACTOR
   // times slower; "stall:PROB:SECONDS" stalls each rank SECONDS with probability PROB per step.
   std::string inject_fault;
+  // A NaN or an infinity in a gradient (docs/reliability.md): "skip" (data-parallel: every rank
+  // skips the optimizer step together; local SGD: that worker's inner step) or "fail" (the run
+  // ends, naming the rank and the tensor).
+  std::string nonfinite = "skip";
   double lr = 3e-3;        // dense parameters (AdamW), peak
   double embed_lr = 3e-3;  // embedding rows (lazy AdamW), peak
   double weight_decay = 0.01;
@@ -122,6 +126,18 @@ TrainConfig preset_config(const std::string& preset);
 
 // Checks values that no flag parser can (ranges, consistency); returns the first problem.
 std::optional<std::string> check_config(const TrainConfig& config);
+
+// A gradient held a NaN or an infinity under --nonfinite fail. `agreed`: every rank throws it at
+// once (data-parallel steps); else only the worker that found it (the job must be ended).
+class NonFiniteGradientError : public std::runtime_error {
+ public:
+  NonFiniteGradientError(const std::string& message, bool agreed)
+      : std::runtime_error(message), agreed_(agreed) {}
+  bool agreed() const { return agreed_; }
+
+ private:
+  bool agreed_;
+};
 
 // Runs the training job on every rank of `comm` (collective). Returns the process exit code.
 // Problems with the input (corpus, checkpoint, config) end in comm::CollectiveError on every rank.

@@ -1,0 +1,69 @@
+#include "nonfinite.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+namespace atl::train {
+
+bool all_finite(std::span<const float> values) {
+  // A float is non-finite when its exponent bits are all ones; an integer OR over the values
+  // vectorises where std::isfinite does not.
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  std::uint32_t any = 0;
+  for (float v : values) {
+    any |= static_cast<std::uint32_t>((std::bit_cast<std::uint32_t>(v) & kExponent) == kExponent);
+  }
+  return any == 0;
+}
+
+int first_nonfinite(const Engine& engine, std::span<const float> embedding_values) {
+  if (!all_finite(embedding_values)) return 0;
+  for (std::size_t i = 0; i < engine.dense.size(); ++i) {
+    const auto& g = engine.dense[i].grad();
+    if (!g.defined()) continue;
+    const auto c = g.contiguous();
+    if (!all_finite({c.data_ptr<float>(), static_cast<std::size_t>(c.numel())})) {
+      return static_cast<int>(i) + 1;
+    }
+  }
+  return -1;
+}
+
+std::string gradient_name(const Engine& engine, int index) {
+  if (index == 0) return "tok.weight";
+  return engine.dense_names.at(static_cast<std::size_t>(index - 1));
+}
+
+std::optional<NonFinite> agree_nonfinite(comm::Communicator& comm, const Engine& engine, int local,
+                                         int rank) {
+  // One code per (rank, tensor), ordered by rank: the minimum names the lowest rank.
+  const auto tensors = static_cast<std::int64_t>(engine.dense.size()) + 1;
+  const std::int64_t none = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t mine = local < 0 ? none : std::int64_t{rank} * tensors + local;
+  const std::int64_t first = comm.allreduce_value(mine, comm::ReduceOp::min);
+  if (first == none) return std::nullopt;
+  return NonFinite{static_cast<int>(first / tensors),
+                   gradient_name(engine, static_cast<int>(first % tensors))};
+}
+
+void poison_gradient(Engine& engine) {
+  for (auto& p : engine.dense) {
+    auto g = p.mutable_grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    torch::NoGradGuard no_grad;
+    g.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+}
+
+std::string describe_nonfinite(const NonFinite& bad, int step, bool fail) {
+  return fmt::format("step {}: rank {}'s gradient of {} holds a NaN or an infinity{}", step,
+                     bad.rank, bad.tensor,
+                     fail ? " (--nonfinite fail: the run stops)"
+                          : ": the optimizer step is skipped (--nonfinite skip)");
+}
+
+}  // namespace atl::train
