@@ -122,7 +122,8 @@ SparseGradient<Index> parse_trace(std::span<const std::uint8_t> bytes,
     g.indices[k] = h.index_bytes == 4 ? static_cast<Index>(load_pod<std::uint32_t>(p + 4 * k))
                                       : static_cast<Index>(load_pod<std::uint64_t>(p + 8 * k));
   }
-  std::memcpy(g.values.data(), p + h.nnz * h.index_bytes, h.nnz * sizeof(float));
+  if (h.nnz > 0)  // an empty vector's data() may be null: memcpy(null, .., 0) is undefined
+    std::memcpy(g.values.data(), p + h.nnz * h.index_bytes, h.nnz * sizeof(float));
   if (auto problem = g.check()) fail(file, *problem);
   if (header_out) *header_out = h;
   return g;

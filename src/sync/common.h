@@ -68,6 +68,7 @@ class ByteReader {
   }
   void take(void* out, std::size_t n) {
     require(n);
+    if (n == 0) return;  // `out` may be an empty vector's null data(): memcpy(null, .., 0) is UB
     std::memcpy(out, bytes_.data() + at_, n);
     at_ += n;
   }

@@ -1,0 +1,42 @@
+// Zen's receiver side: the pull blocks of every server (bitmap or COO, per block) decoded into one
+// sorted gradient, over the whole index space or one chunk of it (flags bit 1; the chunk is the
+// `extra`-th of the balanced chunks). Input: fuzz_input.h, counts in bytes, payload = blocks.
+#include <vector>
+
+#include "atoll/sync/scheme.h"
+#include "atoll/sync/zen_partition.h"
+#include "fuzz_input.h"
+
+namespace {
+
+template <class Index>
+void run(const atl::fuzz::SyncInput& in) {
+  using namespace atl::sync;
+  const HashLayout layout(in.elements, in.ranks, in.seed);
+  try {
+    if (!(in.flags & 2)) {
+      atl::sparse::SparseGradient<Index> out;
+      zen_decode_pull<Index>(layout, in.payload, in.counts, out);
+      return;
+    }
+    const auto bounds = zen_granule_bounds(in.elements, zen_pull_buckets(in.elements));
+    const std::size_t chunk = in.extra % (bounds.size() - 1);
+    const std::size_t capacity = in.elements;
+    std::vector<Index> idx(capacity + kZenDecodeSlack);
+    std::vector<float> val(capacity + kZenDecodeSlack);
+    zen_decode_pull_chunk<Index>(layout, bounds[chunk], bounds[chunk + 1], in.payload, in.counts,
+                                 idx.data(), val.data(), capacity, {});
+  } catch (const MalformedMessage&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto in = atl::fuzz::read_sync_input({data, size});
+  if (in.index64())
+    run<std::uint64_t>(in);
+  else
+    run<std::uint32_t>(in);
+  return 0;
+}

@@ -1,0 +1,37 @@
+// Zen's server side on received push blocks: zen_check_push, then aggregation and the encoding of
+// the pull block (what the entries are written into). Input: fuzz_input.h, counts in entries,
+// payload = (index, value) entries; flags bit 1: the pull may use the bitmap.
+#include "atoll/sync/scheme.h"
+#include "atoll/sync/zen_partition.h"
+#include "fuzz_input.h"
+
+namespace {
+
+template <class Index>
+void run(const atl::fuzz::SyncInput& in) {
+  using namespace atl::sync;
+  const HashLayout layout(in.elements, in.ranks, in.seed);
+  auto received = atl::fuzz::items_of<atl::sparse::Entry<Index>>(in.payload);
+  try {
+    zen_check_push<Index>(layout, in.rank, received, in.counts);
+  } catch (const MalformedMessage&) {
+    return;
+  }
+  const auto buckets = zen_granule_bounds(in.elements, zen_pull_buckets(in.elements));
+  ZenServerSums<Index> sums;
+  zen_aggregate<Index>(layout, in.rank, received, buckets, sums);
+  std::vector<std::uint8_t> block;
+  zen_encode_pull_chunk<Index>(layout, in.rank, sums, 0, layout.slot_count(in.rank),
+                               (in.flags & 2) != 0, block);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto in = atl::fuzz::read_sync_input({data, size});
+  if (in.index64())
+    run<std::uint64_t>(in);
+  else
+    run<std::uint32_t>(in);
+  return 0;
+}
