@@ -90,8 +90,9 @@ ScheduleFile parse_schedule(const std::string& text, const std::string& source) 
         s.payload_bytes = v;
         have_payload = true;
       } else {
-        if (!(v >= 1) || v != std::floor(v))
-          throw fail(fmt::format("rounds_to_consensus must be a positive integer (got {})", w[1]));
+        if (!(v >= 1) || v != std::floor(v) || v > 1e9)  // (a larger value would not fit a count)
+          throw fail(fmt::format(
+              "rounds_to_consensus must be a positive integer, at most 1e9 (got {})", w[1]));
         s.rounds_to_consensus = static_cast<std::size_t>(v);
       }
     } else if (key == "round") {

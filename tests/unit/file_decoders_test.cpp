@@ -8,6 +8,7 @@
 
 #include "atoll/sparse/trace.h"
 #include "atoll/util/files.h"
+#include "atoll/wan/schedule_file.h"
 #include "atoll/wan/topology.h"
 #include "train/checkpoint_container.h"
 
@@ -87,6 +88,15 @@ TEST(FileDecoders, TopologyRefusesAnFpgaMemoryPastUint64) {
   auto t = atl::wan::parse_topology_csv(ok, "sites.csv");
   expect_error<atl::wan::TopologyError>(
       [&] { atl::wan::parse_latency_matrix_csv(t, matrix, "m.csv"); }, {"m.csv:2", "'x'"});
+}
+
+// Found by fuzz/schedule.cpp: a count past size_t was cast (undefined behaviour).
+TEST(FileDecoders, ScheduleRefusesARoundCountPastSizeT) {
+  const std::string text =
+      "atoll-wan-schedule 1\nsites A B\npayload_bytes 100\nrounds_to_consensus 2e28\n"
+      "round\nclique unicast A B\n";
+  expect_error<atl::wan::ScheduleFileError>([&] { atl::wan::parse_schedule(text, "s.txt"); },
+                                            {"s.txt", "rounds_to_consensus", "2e28"});
 }
 
 }  // namespace
