@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "atoll/comm/communicator.h"
+#include "atoll/comm/watchdog.h"
 #include "atoll/sparse/generator.h"
 #include "atoll/sync/scheme.h"
 #include "mpi_test_main.h"
@@ -639,4 +640,9 @@ TEST(Timing, DISABLED_IallreduceVsAllreduceTime) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return atl::testing::run_mpi_tests(argc, argv, g_comm); }
+int main(int argc, char** argv) {
+  // The watchdog on, as atoll train and bench sync have it by default: its thread runs beside
+  // every operation here (the ThreadSanitizer run of docs/results/reliability.md checks the pair).
+  atl::comm::set_comm_timeout(120);
+  return atl::testing::run_mpi_tests(argc, argv, g_comm);
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The sanitizer suite (issue 17, item 5; scripts/test --sanitize LIST, and CTest `sanitize` for
+# address,undefined): builds the MPI and unit tests with -fsanitize=LIST into build-asan/
+# (build-tsan/ for thread) and runs them there: the unit tests, the golden tests (mpirun np 1-5),
+# the communicator tests (with the collective watchdog's thread on) and the clique tests.
+# Open MPI's own allocations kept past MPI_Finalize are suppressed by lsan.supp beside this file
+# (docs/reliability.md). atoll's own binary (it links LibTorch) is not built here.
+# usage: tests/sanitize/run.sh LIST [CTEST ARGS...]   (after scripts/build)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+sanitize=${1:?usage: tests/sanitize/run.sh address,undefined|thread [CTEST ARGS...]}
+shift
+[[ $sanitize =~ ^[a-z,]+$ ]] || { echo "sanitize: bad sanitizer list '$sanitize'" >&2; exit 2; }
+build=$root/build-asan
+[ "$sanitize" = thread ] && build=$root/build-tsan
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DATOLL_SANITIZE="$sanitize" >/dev/null
+ninja -C "$build" -j 2 atoll-unit-tests atoll-golden-tests atoll-comm-tests atoll-clique-tests
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export LSAN_OPTIONS=suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+cd "$build"
+status=0
+# The unit tests make no MPI call: the fast unwinder (the slow one makes them 10x slower).
+ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 900 -R '^unit$' "$@" || status=1
+# Under mpirun: full stacks (the slow unwinder), so that Open MPI's allocations are known by their
+# libraries in lsan.supp.
+ASAN_OPTIONS=fast_unwind_on_malloc=0:detect_leaks=1 ctest --output-on-failure --timeout 900 \
+  -R '^(golden_np[1-5]|comm_np[0-9]+|clique_np[0-9]+)$' "$@" || status=1
+exit $status
