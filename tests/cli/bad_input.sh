@@ -208,13 +208,16 @@ expect_error_mpmd() {
 }
 tiny=(train --preset tiny --batch 4 --eval-every 0 --eval-windows 8 --plot false --quiet)
 # Resume refuses checkpoints this run cannot continue, naming the difference (not LibTorch's
-# exception): another world size, top-k residuals missing.
-timeout 120 "$atoll" "${tiny[@]}" --steps 2 --out "$tmp/r1" >/dev/null 2>&1 &&
+# exception): another world size where the strategy is not elastic (edit), top-k residuals
+# missing. (ddp and diloco resume on another world size: tests/reliability/elastic_test.sh.)
+timeout 120 "$atoll" "${tiny[@]}" --steps 2 --strategy edit --sync-every 2 --out "$tmp/r1" \
+  >/dev/null 2>&1 &&
   timeout 120 mpirun --oversubscribe -np 2 "$atoll" "${tiny[@]}" --steps 2 --checkpoint-every 1 \
     --out "$tmp/r2" >/dev/null 2>&1 ||
   { echo "FAIL train for resume checks"; failures=$((failures + 1)); }
-expect_error resume-world-size "step-00000002.ckpt was written by 1 rank; this run has 2" \
-  "${tiny[@]}" --steps 3 --out "$tmp/r1" --resume
+expect_error resume-world-size \
+  "step-00000002.ckpt was written by 1 rank; this run has 2: an elastic resume .* is supported for --strategy ddp and diloco" \
+  "${tiny[@]}" --steps 3 --strategy edit --sync-every 2 --out "$tmp/r1" --resume
 expect_error resume-without-topk "written without --topk; this run uses --topk 0.01" \
   "${tiny[@]}" --steps 3 --out "$tmp/r2" --resume-from "$tmp/r2/checkpoints/step-00000002.ckpt" \
   --topk 0.01
