@@ -63,6 +63,18 @@ inline SyncInput read_sync_input(std::span<const std::uint8_t> bytes) {
   return in;
 }
 
+// A sync target's entry point: reads the input and calls run(Index{}, input) with the index width
+// it asks for (flags bit 0: 64-bit).
+template <class Run>
+int run_sync_target(const std::uint8_t* data, std::size_t size, Run run) {
+  const auto in = read_sync_input({data, size});
+  if (in.index64())
+    run(std::uint64_t{}, in);
+  else
+    run(std::uint32_t{}, in);
+  return 0;
+}
+
 // The inverse, for the seed generator: values must already be in range.
 inline std::vector<std::uint8_t> write_sync_input(const SyncInput& in,
                                                   std::span<const std::uint8_t> payload) {

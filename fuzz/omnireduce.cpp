@@ -30,10 +30,6 @@ void run(const atl::fuzz::SyncInput& in) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto in = atl::fuzz::read_sync_input({data, size});
-  if (in.index64())
-    run<std::uint64_t>(in);
-  else
-    run<std::uint32_t>(in);
-  return 0;
+  return atl::fuzz::run_sync_target(data, size,
+                                    [](auto index, const auto& in) { run<decltype(index)>(in); });
 }

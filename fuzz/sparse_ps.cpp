@@ -17,13 +17,9 @@ void run(const atl::fuzz::SyncInput& in) {
     switch ((in.flags >> 1) % 3) {
       case 0: {
         sparse_ps_check_push<Index>(M, n, rank, entries, in.counts);
-        const std::uint64_t first = range_begin(M, n, rank);
-        const std::uint64_t count = range_begin(M, n, rank + 1) - first;
         std::vector<Index> idx;
         std::vector<float> val;
-        aggregate_owned<Index>(
-            entries, count, [&](Index x) { return static_cast<std::size_t>(x - first); },
-            [&](std::size_t s) { return static_cast<Index>(first + s); }, idx, val);
+        sum_own_range<Index>(entries, M, n, rank, idx, val);
         break;
       }
       case 1: {
@@ -52,10 +48,6 @@ void run(const atl::fuzz::SyncInput& in) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto in = atl::fuzz::read_sync_input({data, size});
-  if (in.index64())
-    run<std::uint64_t>(in);
-  else
-    run<std::uint32_t>(in);
-  return 0;
+  return atl::fuzz::run_sync_target(data, size,
+                                    [](auto index, const auto& in) { run<decltype(index)>(in); });
 }

@@ -98,4 +98,16 @@ inline std::uint64_t range_begin(std::uint64_t elements, std::uint32_t ranks, st
   return static_cast<std::uint64_t>(static_cast<unsigned __int128>(elements) * r / ranks);
 }
 
+// The sparse parameter server's aggregation: server `rank` of the range partition sums the entries
+// it received for its own range (checked by sparse_ps_check_push) into sorted non-zero sums.
+template <class Index>
+void sum_own_range(std::vector<Entry<Index>>& received, std::uint64_t elements, std::uint32_t ranks,
+                   std::uint32_t rank, std::vector<Index>& out_idx, std::vector<float>& out_val) {
+  const std::uint64_t first = range_begin(elements, ranks, rank);
+  const std::uint64_t count = range_begin(elements, ranks, rank + 1) - first;
+  aggregate_owned<Index>(
+      received, count, [&](Index x) { return static_cast<std::size_t>(x - first); },
+      [&](std::size_t s) { return static_cast<Index>(first + s); }, out_idx, out_val);
+}
+
 }  // namespace atl::sync

@@ -56,13 +56,9 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
     std::vector<Entry<Index>> summed;
     {
       PhaseScope phase(comm, out.stats, "aggregate");
-      const std::uint64_t first = range_begin(M, n, rank);
-      const std::uint64_t count = range_begin(M, n, rank + 1) - first;
       std::vector<Index> idx;
       std::vector<float> val;
-      aggregate_owned<Index>(
-          received, count, [&](Index x) { return static_cast<std::size_t>(x - first); },
-          [&](std::size_t s) { return static_cast<Index>(first + s); }, idx, val);
+      sum_own_range<Index>(received, M, n, rank, idx, val);
       summed = to_entries<Index>(idx, val);
       out.stats.pull_load_bytes = summed.size() * sizeof(Entry<Index>) * (n - 1);
     }
