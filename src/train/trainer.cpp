@@ -419,8 +419,9 @@ int run(Communicator& comm, const TrainConfig& cfg) {
   const std::int64_t trained =
       timed ? comm.allreduce_value<std::int64_t>(own_start, ReduceOp::sum) : 0;
   RunPlan plan(cfg, world, trained);
-  const Slowdown slowdown(parse_faults(cfg.inject_fault), rank, cfg.seed);
-  parse_faults(cfg.inject_fault).arm(rank);  // kill:... / stop:... (util/fault_point.h)
+  const Faults faults = parse_faults(cfg.inject_fault);
+  faults.arm(rank);  // kill:... / stop:... (util/fault_point.h)
+  const Slowdown slowdown(faults, rank, cfg.seed);
   MetricsLog metrics;
   agreed(comm, [&] {
     if (!leader) return;
