@@ -409,6 +409,10 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--overlap-rounds", tc.overlap_rounds,
                         "sites, diloco: 1 lets a meeting's exchange run behind the next "
                         "--sync-every local steps (its result applied one round stale); 0: wait");
+  train_cmd->add_option("--pseudo-topk", tc.pseudo_topk,
+                        "sites, diloco: each site sends the top share (0, 1] of its "
+                        "pseudo-gradient with error feedback, summed by the --sync scheme (every "
+                        "round one clique of all sites); 0: dense");
   train_cmd->add_option("--timeline", tc.timeline,
                         "write each layer's compute and sync times on every rank to FILE "
                         "(JSON lines)");

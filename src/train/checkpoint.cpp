@@ -154,6 +154,7 @@ void write_run_record(torch::serialize::OutputArchive& archive, const RunRecord&
                          {"optimizer", r.optimizer},
                          {"shard_group_size", r.shard_group_size},
                          {"shard", r.shard},
+                         {"sites", r.sites},
                          {"vocabulary_fnv", r.vocabulary_fnv}};
   archive.write("run", c10::IValue(j.dump()));
 }
@@ -196,6 +197,7 @@ RunRecord read_run_record(const std::filesystem::path& file,
       r.optimizer = j.value("optimizer", std::string("adamw"));
       r.shard_group_size = j.value("shard_group_size", 1);
       r.shard = j.value("shard", true);
+      r.sites = j.value("sites", std::string());
       r.vocabulary_fnv = j.at("vocabulary_fnv").get<std::uint64_t>();
       r.settings_known = true;
     } else if (r.topk_residuals > 0) {
@@ -269,6 +271,17 @@ ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now) {
         "was written with {}; this run uses {} (workers and their local-SGD state are laid out "
         "by the mesh: resume with {})",
         mesh(saved), mesh(now), mesh(saved)));
+  }
+  if (saved.sites != now.sites) {
+    const auto what = [](const std::string& s) {
+      return s.empty() ? std::string("without --topology") : "across sites (" + s + ")";
+    };
+    refuse.push_back(fmt::format(
+        "was written {}; this run trains {} (the meetings so far, the sites' model clocks and an "
+        "exchange in flight belong to the checkpoint's schedule: resume with the same "
+        "--topology, --schedule, --fpga-memory, --egress-gbps, --ingress-gbps, --transport and "
+        "--overlap-rounds)",
+        what(saved.sites), what(now.sites)));
   }
   if (saved.optimizer != now.optimizer) {
     refuse.push_back(fmt::format(

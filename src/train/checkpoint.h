@@ -67,6 +67,10 @@ struct RunRecord {
   // The 2-D mesh: refused when they differ (the local-SGD state is split by S when sharded).
   int shard_group_size = 1;
   bool shard = true;
+  // Training across sites: the schedule and its exchange (SiteTraining::fingerprint()); refused
+  // when it differs: the meetings so far, the model clocks and an exchange in flight belong to
+  // it. Empty: not across sites (or not recorded).
+  std::string sites;
   bool settings_known = false;
   std::uint64_t vocabulary_fnv = 0;  // FNV-1a of the word list, one word per line; 0: unknown
 };

@@ -1,6 +1,7 @@
 // --inject-fault (experiments): faults a run injects on purpose, comma-separated specs.
 //   corrupt:RANK:STEP:SCALE  worker RANK's pseudo-gradient is scaled by SCALE (nan: made NaN) at
-//                            the first synchronization at or after STEP (local SGD only)
+//                            the first synchronization at or after STEP (local SGD only;
+//                            across sites: site RANK's Δ at its first meeting in a clique)
 //   straggler:RANK:FACTOR    rank RANK's compute takes FACTOR (>= 1) times as long, every step
 //   stall:PROB:SECONDS       each rank, each step, stalls SECONDS with probability PROB (seeded
 //                            by --seed, the rank and the step: the same stalls in every run)

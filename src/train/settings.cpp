@@ -102,7 +102,8 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
                                     {"--transport", c.transport != "best"},
                                     {"--compute-s", c.compute_s != 0},
                                     {"--site-speed", !c.site_speed.empty()},
-                                    {"--overlap-rounds", c.overlap_rounds != 0}}) {
+                                    {"--overlap-rounds", c.overlap_rounds != 0},
+                                    {"--pseudo-topk", c.pseudo_topk != 0}}) {
       if (set) return fmt::format("{} applies with --topology (training across sites)", flag);
     }
     return std::nullopt;
@@ -121,6 +122,19 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
   }
   if (c.overlap_rounds != 0 && c.strategy != "diloco") {
     return "--overlap-rounds applies to --strategy diloco (ddp syncs every step)";
+  }
+  if (!(c.pseudo_topk >= 0 && c.pseudo_topk <= 1)) {
+    return fmt::format(
+        "--pseudo-topk {} must be in (0, 1] (the share of the pseudo-gradient "
+        "each site sends), or 0 (dense)",
+        c.pseudo_topk);
+  }
+  if (c.pseudo_topk > 0 && c.strategy != "diloco") {
+    return "--pseudo-topk applies to --strategy diloco (a pseudo-gradient per meeting)";
+  }
+  if (c.pseudo_topk > 0 && c.transport == "multicast_fpga") {
+    return "--pseudo-topk sends sparse pseudo-gradients point to point (the sparse schemes): "
+           "--transport multicast_fpga does not apply (use unicast or best)";
   }
   if (c.transport != "unicast" && c.transport != "multicast_fpga" && c.transport != "best") {
     return fmt::format("--transport {} is not unicast, multicast_fpga or best", c.transport);
@@ -327,6 +341,7 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"compute-s", c.compute_s},
                             {"site-speed", c.site_speed},
                             {"overlap-rounds", c.overlap_rounds},
+                            {"pseudo-topk", c.pseudo_topk},
                             {"timeline", !c.timeline.empty()},
                             {"inject-fault", c.inject_fault},
                             {"nonfinite", c.nonfinite},

@@ -1,6 +1,7 @@
 #include "site_training.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -93,8 +94,15 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
       outer_momentum_(cfg.outer_momentum),
       overlap_(cfg.overlap_rounds > 0),
       site_(static_cast<std::size_t>(comm.rank())),
+      fault_(parse_faults(cfg.inject_fault).corrupt),
       world_(comm) {
   payload_bytes_ = static_cast<double>(params_.elements() * sizeof(float));
+  if (cfg.pseudo_topk > 0) {  // the planner is asked with what a site sends: index and value
+    sparse_.emplace(params_.elements(), cfg.pseudo_topk, cfg.sync);
+    const auto k =
+        std::max(1.0, std::floor(cfg.pseudo_topk * static_cast<double>(params_.elements())));
+    payload_bytes_ = k * 8.0;
+  }
   std::optional<std::string> problem;
   std::vector<double> speeds;
   try {
@@ -115,7 +123,8 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
     request.payload_bytes = payload_bytes_;
     const auto options = wan::plan_options(topology_, request);
     round_options_ = options.round;
-    const auto transport = transport_of(cfg.transport);
+    // --pseudo-topk: the sparse schemes send point to point (unicast).
+    const auto transport = sparse_ ? wan::Transport::unicast : transport_of(cfg.transport);
     wan::Schedule partitions;
     if (cfg.schedule == "planned" || cfg.schedule == "all-to-all") {
       schedule_name_ = cfg.schedule;
@@ -159,6 +168,16 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
               schedule_name_, wan::to_string(e.kind), site_list(topology_, e.sites),
               payload_bytes_));
         }
+    if (sparse_) {
+      for (const auto& round : rounds_)
+        if (round.size() != 1 || round[0].sites.size() != n) {
+          throw std::invalid_argument(fmt::format(
+              "--pseudo-topk needs a common anchor, every round one clique of all {} sites (a sum "
+              "of sparse pseudo-gradients against differing anchors is not the cliques' mean); "
+              "schedule {} has smaller cliques: use --schedule all-to-all, or more FPGA memory",
+              n, schedule_name_));
+        }
+    }
   } catch (const std::exception& e) {
     problem = fmt::format("--schedule {}: {}", cfg.schedule, e.what());
   }
@@ -206,6 +225,12 @@ std::string SiteTraining::describe() const {
   return s;
 }
 
+std::string SiteTraining::fingerprint() const {
+  return fmt::format("schedule {}, {} round(s), rounds hash {:016x}, overlap rounds {}{}",
+                     schedule_name_, rounds_.size(), std::hash<std::string>{}(describe()),
+                     overlap_ ? 1 : 0, sparse_ ? ", sparse pseudo-gradients" : "");
+}
+
 void SiteTraining::charge_compute(double measured_s) { clock_->local_step(measured_s); }
 
 void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes) {
@@ -242,32 +267,84 @@ std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
   m.clique = clique_index_[m.round];
   ++meetings_;
   const auto& round = rounds_[m.round];
+  auto& clique = cliques_[m.round];
+  const double arrived = clock_->now();
+  const auto sent0 = clique.traffic().bytes_sent;
+  if (sparse_) {  // the exchange first: the round model is charged the bytes it sent
+    exchange(step, m);
+    m.bytes_sent = clique.traffic().bytes_sent - sent0;
+    const auto most = clique.allreduce_value<std::uint64_t>(m.bytes_sent, comm::ReduceOp::max);
+    auto sent = round_options_;
+    sent.payload_bytes = static_cast<double>(most) / static_cast<double>(clique.size() - 1);
+    const double t =
+        wan::clique_cost(topology_, round[0].sites, wan::Transport::unicast, sent).time_s;
+    m.wan_s = clock_->meet(round, {t}, m.clique, clique, overlap_) - arrived;
+    return m;
+  }
   std::vector<double> exchange_s;
   for (const auto& entry : round)
     exchange_s.push_back(wan::exchange_time(topology_, entry, round_options_));
-  const double arrived = clock_->now();
-  m.wan_s = clock_->meet(round, exchange_s, m.clique, cliques_[m.round], overlap_) - arrived;
+  m.wan_s = clock_->meet(round, exchange_s, m.clique, clique, overlap_) - arrived;
   if (m.clique < 0) return m;
+  exchange(step, m);
+  m.bytes_sent = clique.traffic().bytes_sent - sent0;
+  return m;
+}
+
+void SiteTraining::exchange(int step, Meeting& m) {
   std::vector<float> theta(params_.elements());
   params_.gather_values(theta);
+  if (fault_ && step >= fault_->step) {  // experiments: this site's Δ scaled (nan: made NaN)
+    if (site_ == static_cast<std::size_t>(fault_->rank)) {
+      const auto f = static_cast<float>(fault_->scale);
+      const auto& anchor = state_->anchor();
+      for (std::size_t i = 0; i < theta.size(); ++i)
+        theta[i] = anchor[i] - f * (anchor[i] - theta[i]);
+      m.fault_fired = true;
+    }
+    fault_.reset();
+  }
   std::optional<Pending> pending;
   if (overlap_) pending = Pending{theta, state_->anchor()};
-  // The pattern the round model charges: unicast, every member's payload to every other; a ring,
-  // the pipelined ring in the clique's order; the FPGAs' aggregation, the library's allreduce.
-  const auto kind = round[static_cast<std::size_t>(m.clique)].kind;
-  state_->sync(cliques_[m.round], theta, outer_lr_, outer_momentum_,
-               kind == wan::ExchangeKind::unicast          ? localsgd::CliqueExchange::full_mesh
-               : kind == wan::ExchangeKind::ring_allreduce ? localsgd::CliqueExchange::ring
-                                                           : localsgd::CliqueExchange::allreduce);
-  if (!pending) {
-    params_.scatter_values(theta);
-    return m;
+  const auto& entry = rounds_[m.round][static_cast<std::size_t>(m.clique)];
+  auto& clique = cliques_[m.round];
+  localsgd::CliqueMeeting met;
+  if (sparse_) {  // Σ of the members' top-k Δ (error feedback), then the outer step
+    std::vector<float> mean_delta;
+    met = sparse_->exchange(clique, state_->anchor(), theta, mean_delta);
+    if (met.skipped) {
+      std::copy(state_->anchor().begin(), state_->anchor().end(), theta.begin());
+    } else {
+      state_->step(theta, mean_delta, outer_lr_, outer_momentum_);
+    }
+  } else {
+    // The pattern the round model charges: unicast, every member's payload to every other; a
+    // ring, the pipelined ring in the clique's order; the FPGAs' aggregation, the library's
+    // allreduce.
+    const auto kind = entry.kind;
+    met = state_->sync(clique, theta, outer_lr_, outer_momentum_,
+                       kind == wan::ExchangeKind::unicast ? localsgd::CliqueExchange::full_mesh
+                       : kind == wan::ExchangeKind::ring_allreduce
+                           ? localsgd::CliqueExchange::ring
+                           : localsgd::CliqueExchange::allreduce);
   }
+  for (int member : met.dropped) m.dropped.push_back(entry.sites[static_cast<std::size_t>(member)]);
+  m.skipped = met.skipped;
+  if (!m.dropped.empty() && clique.rank() == 0) {
+    std::vector<std::string> names;
+    for (auto s : m.dropped) names.push_back(topology_.site(s).code);
+    fmt::print(stderr,
+               "atoll train: step {}: round {}: site(s) {} of clique {} had non-finite parameters: "
+               "{}\n",
+               step, m.round, fmt::join(names, ", "), m.clique,
+               m.skipped ? "no member was finite, the meeting is skipped"
+                         : "dropped from the clique's mean");
+  }
+  if (!pending) return params_.scatter_values(theta);
   for (std::size_t i = 0; i < theta.size(); ++i) {
     pending->correction[i] = theta[i] - pending->correction[i];
   }
   pending_ = std::move(pending);
-  return m;
 }
 
 void SiteTraining::apply_pending() {
@@ -318,6 +395,7 @@ void SiteTraining::save(torch::serialize::OutputArchive& ar) const {
     ar.write("site_anchor", floats_tensor(state_->anchor()));
     ar.write("site_momentum", floats_tensor(state_->momentum()));
   }
+  if (sparse_) ar.write("site_topk_residual", sparse_->residual());
   if (pending_) {
     ar.write("site_pending_correction", floats_tensor(pending_->correction));
     ar.write("site_pending_anchor", floats_tensor(pending_->anchor));
@@ -341,6 +419,14 @@ void SiteTraining::load(torch::serialize::InputArchive& ar) {
     state_.emplace(expect(values_of<float>(ar, "site_anchor")));
     state_->momentum() = expect(values_of<float>(ar, "site_momentum"));
   }
+  if (sparse_) {
+    if (!has_key(ar, "site_topk_residual")) {
+      throw std::runtime_error("the checkpoint holds no --pseudo-topk residual");
+    }
+    torch::Tensor r;
+    ar.read("site_topk_residual", r);
+    sparse_->set_residual(r);
+  }
   pending_.reset();
   if (has_key(ar, "site_pending_correction")) {
     pending_ = Pending{expect(values_of<float>(ar, "site_pending_correction")),
@@ -351,7 +437,7 @@ void SiteTraining::load(torch::serialize::InputArchive& ar) {
 std::uint64_t SiteTraining::state_bytes() const {
   std::size_t floats = 0;
   if (state_) floats += (overlap_ ? 4 : 2) * state_->anchor().size();  // overlap: + 2 copies
-  return floats * sizeof(float);
+  return floats * sizeof(float) + (sparse_ ? sparse_->state_bytes() : 0);
 }
 
 std::uint64_t SiteTraining::bytes_sent() const {

@@ -25,8 +25,10 @@
 #include "atoll/wan/round_model.h"
 #include "atoll/wan/topology.h"
 #include "engine.h"
+#include "faults.h"
 #include "flat_params.h"
 #include "site_clock.h"
+#include "sparse_pseudo_gradient.h"
 
 namespace atl::train {
 
@@ -42,6 +44,9 @@ class SiteTraining {
   double payload_bytes() const { return payload_bytes_; }
   // A description of the schedule's rounds (for the run's log).
   std::string describe() const;
+  // The schedule and how it is exchanged, in a few words with a hash of its rounds (the run
+  // record's: a resume on another schedule is refused).
+  std::string fingerprint() const;
 
   // Local work of one step on the model clock: --compute-s, or `measured_s`, over the site speed.
   void charge_compute(double measured_s);
@@ -53,10 +58,16 @@ class SiteTraining {
     std::size_t round = 0;  // index in the schedule's period
     int clique = -1;        // this site's clique in the round (−1: idle)
     double wan_s = 0;       // the clique's round time (model), plus the wait for its members
+    // Sites of the clique whose parameters were not finite (dropped from its mean), and whether
+    // none was finite (no outer step); whether --inject-fault corrupt fired on this site.
+    std::vector<std::size_t> dropped;
+    bool skipped = false, fault_fired = false;
+    std::uint64_t bytes_sent = 0;  // by this site in the meeting's exchange
   };
   // diloco, after local step `step` (local steps are those after --sync-warmup-steps): every H-th
   // local step the current round's meeting (collective over each clique). Returns the meeting if
-  // the round came (also for an idle site).
+  // the round came (also for an idle site). A site whose parameters hold a NaN or an infinity is
+  // dropped from its clique's mean (the clique's first member says so on stderr).
   std::optional<Meeting> end_local_step(int step);
   // After the last step: an exchange still in flight (--overlap-rounds 1) is waited for and its
   // result applied; training time ends.
@@ -93,6 +104,9 @@ class SiteTraining {
   comm::Communicator clique_comm(comm::Communicator& comm, const wan::ResolvedRound& round,
                                  int& clique);
   void apply_pending();
+  // The meeting's exchange on this site's clique (dense: θ_C; --pseudo-topk: Σ of sparse Δ) and
+  // the outer step; the new parameters are applied now, or after the next round when overlapped.
+  void exchange(int step, Meeting& m);
   void evaluate_mean_anchor(comm::Communicator& comm, const std::function<void()>& f);
 
   // --overlap-rounds 1: the last meeting's exchange, still in flight on the model clock.
@@ -115,6 +129,8 @@ class SiteTraining {
   double outer_lr_ = 0, outer_momentum_ = 0;
   bool overlap_ = false, started_ = false;
   std::size_t site_ = 0, meetings_ = 0;
+  std::optional<FaultInjection> fault_;  // --inject-fault corrupt:SITE:STEP:SCALE, until it fires
+  std::optional<SparsePseudoGradient> sparse_;  // --pseudo-topk
   std::optional<SiteClock> clock_;
   double spread_ = 0, wall0_ = 0, excluded_ = 0;
   std::optional<double> ended_;  // MPI_Wtime less validation after the last step

@@ -1,40 +1,31 @@
-// The trainer: data, model, resume, the step loop, checkpoints and the report. The parts live in
-// their own files: settings (presets, checks, agreement), embedding_grad / embedding_rows (the
-// embedding's sparse gradient and its rows), lazy_adamw (row-wise optimizer), dense_sync
-// (flat buffers, bucketed allreduce, top-k with error feedback), evaluation, run_log (metrics,
-// plot), scheme_comparison (--compare-schemes) and step_timer (named phases).
+// The trainer: `atoll train`'s run, built in order (data, model, strategy, resume), and its
+// step loop. The parts live in their own files: settings (presets, checks, agreement),
+// step_compute (data, forward/backward, a worker's gradient), step_record (metrics lines and the
+// report), ddp (data-parallel synchronization), local_sgd (diloco, edit, aedit), site_training
+// (training across sites), mesh (the 2-D mesh), run_checkpoint (checkpoints and resume),
+// run_plan (when to validate and checkpoint), evaluation, run_log and step_timer.
 //
 // Data-parallel step: forward/backward on every rank, the embedding's sparse gradient summed by a
 // sparse scheme, dense gradients by bucketed allreduce (or top-k + error feedback through the
-// sparse scheme), then identical optimizer steps on every rank.
+// sparse scheme), then identical optimizer steps on every rank. Local SGD: the same step without
+// the collectives, then the strategy's synchronization every H steps (or T seconds).
 #include "atoll/train/trainer.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <sys/resource.h>
 
-#include <algorithm>
-#include <cmath>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "agreed.h"
 #include "atoll/sparse/trace.h"
-#include "atoll/sync/scheme.h"
-#include "atoll/train/corpus.h"
 #include "atoll/util/fault_point.h"
 #include "atoll/util/files.h"
-#include "checkpoint.h"
 #include "ddp.h"
-#include "dense_sync.h"
 #include "embedding_grad.h"
-#include "embedding_rows.h"
 #include "engine.h"
 #include "evaluation.h"
 #include "faults.h"
 #include "layer_events.h"
-#include "lazy_adamw.h"
 #include "local_sgd.h"
 #include "mesh.h"
 #include "model.h"
@@ -42,10 +33,11 @@
 #include "run_checkpoint.h"
 #include "run_log.h"
 #include "run_plan.h"
-#include "scheme_comparison.h"
 #include "settings.h"
 #include "sharded_optimizer.h"
 #include "site_training.h"
+#include "step_compute.h"
+#include "step_record.h"
 #include "step_timer.h"
 #include "timeline.h"
 
@@ -55,287 +47,6 @@ using comm::Communicator;
 using comm::ReduceOp;
 
 namespace {
-
-// Every rank reads the corpus' training documents for the vocabulary and keeps its shard; word
-// ids must mean the same on every rank (a host whose corpus differs would train other words).
-RankData load_data(Communicator& comm, const TrainConfig& cfg) {
-  RankData data;
-  agreed(comm, [&] {
-    CorpusOptions co;
-    co.dir = cfg.corpus.empty() ? default_corpus_dir() : std::filesystem::path(cfg.corpus);
-    co.vocab_size = static_cast<std::size_t>(cfg.model.vocab);
-    data = load_rank_data(co, comm.rank(), comm.size());
-    if (data.train.size() < static_cast<std::size_t>(cfg.model.seq_len) + 1) {
-      throw DataError(fmt::format("rank {}: shard of {} tokens is shorter than one sequence",
-                                  comm.rank(), data.train.size()));
-    }
-  });
-  const std::uint64_t fnv = vocabulary_fingerprint(data.vocab);
-  if (comm.allreduce_value(fnv, ReduceOp::min) != comm.allreduce_value(fnv, ReduceOp::max)) {
-    comm.agree(
-        "the ranks built different vocabularies: the corpus must hold the same files on every "
-        "host (scripts/fetch-corpus checks its SHA-256)");
-  }
-  return data;
-}
-
-void print_setup(const TrainConfig& cfg, int world, const Engine& engine, const RankData& data) {
-  std::int64_t params = 0;
-  for (const auto& p : engine.model->parameters()) params += p.numel();
-  const auto M = static_cast<std::int64_t>(cfg.model.vocab) * cfg.model.d_embed;
-  fmt::print(
-      "atoll train: preset {}, {} ranks, {} parameters ({} in the embedding, {:.0f}%), vocab {}, "
-      "{} training documents ({} on rank 0), sync {}{}{}\n",
-      cfg.preset, world, params, M, 100.0 * static_cast<double>(M) / static_cast<double>(params),
-      data.vocab.size(), data.train_documents, data.shard_documents, cfg.sync,
-      cfg.topk > 0 ? fmt::format(", dense top-k {}", cfg.topk) : "",
-      cfg.strategy == "ddp" ? ""
-      : cfg.strategy == "aedit"
-          ? fmt::format(", strategy aedit (a round every {} s)", cfg.sync_seconds)
-          : fmt::format(", strategy {} (H = {})", cfg.strategy, cfg.sync_every));
-}
-
-// This rank's forward and backward pass on its batch of `step` (the hooks see every unit: an
-// overlapped synchronization completes inside the forward pass; simulated compute is charged per
-// unit). Returns the loss.
-torch::Tensor forward_backward(Engine& engine, LayerEvents& events, const RankData& data,
-                               const TrainConfig& cfg, int step, int rank) {
-  auto tokens =
-      to_tensor(sample_batch(data.train, cfg.batch, cfg.model.seq_len, cfg.seed, step, rank),
-                cfg.model.seq_len);
-  engine.model->zero_grad(true);
-  // The 2-D mesh, sharded: the embedding rows the group's batches use, gathered at unit 0.
-  if (engine.sharded) {
-    engine.sharded->embedding().expect(
-        {tokens.data_ptr<std::int64_t>(), static_cast<std::size_t>(tokens.numel())});
-  }
-  auto loss = engine.model->loss(tokens, &events);
-  events.begin_backward();
-  loss.backward();
-  events.end_step();
-  return loss;
-}
-
-// A local-SGD step's fields in its metrics line; rank 0 names the workers dropped (EDiT's penalty,
-// or diloco's non-finite pseudo-gradients).
-template <class Index>
-void record_local_step(nlohmann::json& j, const TrainConfig& cfg, const LocalSgd<Index>& diloco,
-                       int step, bool synced, double outer_sync_s, bool leader) {
-  j["local"] = true;
-  j["synced"] = synced;
-  j["outer_sync_s"] = outer_sync_s;  // exposed: at the sync point and in the next forward pass
-  if (!synced) return;
-  if (diloco.fault_fired()) j["fault_injected"] = cfg.inject_fault;
-  if (cfg.strategy == "edit" || cfg.strategy == "aedit") {
-    j["edit_dropped"] = diloco.last_dropped();  // [layer, worker] pairs
-    j["edit_skipped_layers"] = diloco.last_skipped_layers();
-    j["edit_weight_max"] = diloco.last_weights().max;
-    j["edit_effective_workers"] = diloco.last_weights().effective_workers;
-  } else if (!diloco.last_dropped().empty()) {  // diloco: a non-finite pseudo-gradient
-    j["dropped"] = diloco.last_dropped();
-  }
-  if (!leader || diloco.last_dropped().empty()) return;
-  std::map<int, int> layers_of;  // worker -> layers it was dropped in
-  for (const auto& [layer, w] : diloco.last_dropped()) ++layers_of[w];
-  for (const auto& [w, count] : layers_of) {
-    fmt::print(stderr, "atoll train: step {}: {} dropped worker {} in {} of {} layers\n", step,
-               cfg.strategy == "diloco" ? "non-finite pseudo-gradient:" : "EDiT", w, count,
-               diloco.penalty_layers());
-  }
-}
-
-// aedit: the round this step joined: its index, whether it was skipped, each worker's steps since
-// its last sync, and the tokens all workers have trained.
-template <class Index>
-void record_round(nlohmann::json& j, const TimedRounds::Round& round, const LocalSgd<Index>& diloco,
-                  double batch_tokens) {
-  j["round"] = diloco.rounds()->rounds();
-  j["round_skipped"] = round.skipped;
-  j["round_steps"] = round.steps;
-  j["tokens"] = static_cast<double>(round.total_steps()) * batch_tokens;
-}
-
-// The report's totals before the first step.
-RunReport new_report(const TrainConfig& cfg, int world) {
-  const auto M = static_cast<double>(cfg.model.vocab) * static_cast<double>(cfg.model.d_embed);
-  RunReport report;
-  report.world = world;
-  report.steps = cfg.steps;
-  report.sync = cfg.sync;
-  report.tokens_per_step = static_cast<double>(world) * cfg.batch * cfg.model.seq_len;
-  report.dense_equivalent_bytes = world > 1 ? 2.0 * (world - 1) / world * M * 4.0 : 0.0;
-  return report;
-}
-
-// Validation before training (step 0 of a run that does not resume). Collective.
-void first_validation(Communicator& comm, const TrainConfig& cfg, Gpt& model,
-                      const std::vector<std::int64_t>& val_windows, RunReport& report,
-                      MetricsLog& metrics) {
-  const Evaluation first = evaluate(comm, model, val_windows, cfg.model.seq_len);
-  report.have_first = true;
-  report.first_ppl = first.perplexity;
-  if (comm.rank() != 0) return;
-  if (!cfg.quiet) {
-    fmt::print("step 0: validation loss {:.4f}, perplexity {:.1f}\n", first.loss, first.perplexity);
-  }
-  metrics.record({{"step", 0},
-                  {"val_loss", first.loss},
-                  {"val_ppl", first.perplexity},
-                  {"unigram_val_ppl", report.unigram_ppl}});
-}
-
-// The state a rank holds, in bytes (the largest over ranks: the model's parameters, the inner
-// optimizers' state, local SGD's θ̄ + outer momentum + Δ) and the largest peak RSS of a rank's
-// process (meaningful under mpirun; SMPI's ranks share one process). Collective; rank 0 prints.
-template <class Index>
-void print_memory(Communicator& comm, const Engine& engine, const LocalSgd<Index>* diloco,
-                  const SiteTraining* sites, bool leader) {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  std::vector<double> bytes{static_cast<double>(engine.parameter_bytes()),
-                            static_cast<double>(engine.optimizer_state_bytes()),
-                            diloco  ? static_cast<double>(diloco->state_bytes())
-                            : sites ? static_cast<double>(sites->state_bytes())
-                                    : 0.0,
-                            static_cast<double>(usage.ru_maxrss) * 1024.0};
-  comm.allreduce(std::span<double>(bytes), ReduceOp::max);
-  if (!leader) return;
-  const auto mb = [](double b) { return b / 1e6; };
-  fmt::print(
-      "  state per rank (largest): parameters {:.2f} MB, inner optimizer {:.2f} MB, local SGD "
-      "(θ̄, outer momentum, Δ) {:.2f} MB, total {:.2f} MB; peak RSS {:.1f} MB\n",
-      mb(bytes[0]), mb(bytes[1]), mb(bytes[2]), mb(bytes[0] + bytes[1] + bytes[2]), mb(bytes[3]));
-}
-
-// What a step did, for its metrics line.
-struct StepFacts {
-  int step = 0;
-  bool local_step = false, synced = false;
-  double mean_loss = 0, lr = 0, delay_s = 0;
-  std::uint64_t bytes_sent = 0;
-  std::size_t embedding_rows = 0;
-};
-
-// A step's metrics line (validation is added by the caller); adds the step to the report and to
-// the scheme comparison.
-template <class Index>
-nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, const StepFacts& f,
-                            DataParallel<Index>& ddp, const LocalSgd<Index>* diloco,
-                            RunReport& report, bool leader) {
-  const double step_s = timer.total() - timer.seconds("compare");
-  const double model_s = cfg.sim_compute_s > 0
-                             ? cfg.sim_compute_s
-                             : timer.seconds("model") + timer.seconds("optimizer");
-  const double emb_sync_s = timer.seconds("embedding_sync");
-  auto& comparison = ddp.comparison();
-  if (comparison.active())
-    comparison.record_step(step_s - emb_sync_s - timer.seconds("rows"),
-                           emb_sync_s + timer.seconds("rows"));
-  const double comm_s = timer.seconds("wait") + emb_sync_s + timer.seconds("dense_sync") +
-                        timer.seconds("outer_sync") + timer.seconds("param_gather");
-  const double emb_bytes =
-      f.local_step
-          ? (f.synced && diloco ? static_cast<double>(diloco->last_embedding_stats().bytes_sent())
-                                : 0)
-          : static_cast<double>(ddp.embedding_result().stats.bytes_sent());
-  report.add_step(step_s, comm_s, emb_bytes);
-
-  nlohmann::json j{{"step", f.step},
-                   {"loss", f.mean_loss},
-                   {"lr", f.lr},
-                   {"tokens_per_s", report.tokens_per_step / step_s},
-                   {"step_s", step_s},
-                   {"comm_s", comm_s},
-                   {"wait_s", timer.seconds("wait")},
-                   {"embedding_sync_s", emb_sync_s},
-                   {"model_s", model_s},
-                   {"bytes_sent", f.bytes_sent},
-                   {"embedding_bytes_sent", emb_bytes},
-                   {"embedding_rows", f.embedding_rows}};
-  // aedit's local steps: the tokens of all workers are known at rounds only.
-  if (cfg.strategy != "aedit" || !f.local_step) j["tokens"] = f.step * report.tokens_per_step;
-  if (f.delay_s > 0) j["delay_s"] = f.delay_s;
-  if (!f.local_step) {
-    for (const auto& ph : ddp.embedding_result().stats.phases)
-      j["embedding_phases_s"][ph.name] = ph.time_s;
-    return j;
-  }
-  if (!diloco) {  // training across sites: site_training.h records its meetings
-    j["local"] = true;
-    j["synced"] = f.synced;
-    return j;
-  }
-  record_local_step(j, cfg, *diloco, f.step, f.synced, timer.seconds("outer_sync"), leader);
-  if (const auto& round = diloco->last_round()) {
-    record_round(j, *round, *diloco, static_cast<double>(cfg.batch) * cfg.model.seq_len);
-  }
-  return j;
-}
-
-// Training across sites: the model clock, and a meeting's round, this site's clique (−1: idle)
-// and its WAN time (rank 0's site).
-void record_site_step(nlohmann::json& j, const SiteTraining& sites,
-                      const std::optional<SiteTraining::Meeting>& meeting) {
-  j["sim_time_s"] = sites.clock();
-  j["wall_s"] = sites.wall();  // simulated under SMPI (the model clock's cross-check)
-  if (!meeting) return;
-  j["round"] = meeting->round;
-  j["clique"] = meeting->clique;
-  j["wan_s"] = meeting->wan_s;
-}
-
-// A local step's gradient: under the 2-D mesh its shard group's average (and the loss, the
-// group's mean); else this worker's own, with no collective (the loss logged is rank 0's).
-// `nonfinite` names a NaN or infinity in the worker's gradient (its group agrees on it).
-template <class Index>
-RowGradient worker_gradient(Mesh& mesh, std::optional<DataParallel<Index>>& group_ddp,
-                            const Engine& engine, int rank, StepTimer& timer, int step,
-                            sparse::SparseGradient<Index> local, double loss, double& mean_loss,
-                            std::optional<NonFinite>& nonfinite) {
-  if (group_ddp) {
-    auto rows = group_ddp->synchronize(*mesh.group(), timer, step, local, loss, mean_loss);
-    nonfinite = group_ddp->nonfinite();
-    return rows;
-  }
-  timer.start("check");
-  if (const int bad = first_nonfinite(engine, local.values); bad >= 0) {
-    nonfinite = NonFinite{rank, gradient_name(engine, bad)};
-    mean_loss = loss;
-    return {};
-  }
-  timer.start("rows");
-  sync::SyncResult<Index> own;
-  own.sparse = std::move(local);
-  mean_loss = loss;
-  return touched_rows(own, engine.model->tok->weight.size(1), 1.0);
-}
-
-// A step whose gradient held a NaN or an infinity: --nonfinite fail ends the run (every rank at
-// once when they agreed on it: `agreed`; else this worker's process ends the job), skip reports it
-// (`reporter`: the rank that prints) and the caller takes no optimizer step.
-void on_nonfinite(const TrainConfig& cfg, const NonFinite& bad, int step, bool agreed,
-                  bool reporter) {
-  const bool fail = cfg.nonfinite == "fail";
-  const std::string message = describe_nonfinite(bad, step, fail);
-  if (fail) throw NonFiniteGradientError(message, agreed);
-  if (reporter) fmt::print(stderr, "atoll train: {}\n", message);
-}
-
-// Rank 0 at the end: metrics closed, the loss plot.
-void close_run(const TrainConfig& cfg, MetricsLog& metrics) {
-  const std::filesystem::path out = cfg.out;
-  if (out.empty()) return;
-  metrics.close();
-  if (cfg.plot) {
-    try {
-      const auto png = plot_loss(out);
-      if (!png.empty() && !cfg.quiet) fmt::print("  loss curve: {}\n", png);
-    } catch (const util::FileError& e) {
-      std::fprintf(stderr, "atoll: warning: no loss plot: %s\n", e.what());
-    }
-  }
-  if (!cfg.quiet) fmt::print("  metrics: {}\n", (out / "metrics.jsonl").string());
-}
 
 template <class Index>
 int run(Communicator& comm, const TrainConfig& cfg);
@@ -367,235 +78,316 @@ int train(Communicator& comm, const TrainConfig& cfg) {
 
 namespace {
 
+// One run: its parts, built in the order the run needs them, and the step loop.
 template <class Index>
-int run(Communicator& comm, const TrainConfig& cfg) {
-  const int rank = comm.rank(), world = comm.size();
-  const bool leader = rank == 0;
-  torch::set_num_threads(1);
+class TrainRun {
+ public:
+  TrainRun(Communicator& comm, const TrainConfig& cfg);
+  int run();
 
-  const RankData data = load_data(comm, cfg);
-  const auto val_windows =
-      validation_windows(data.validation, cfg.model.seq_len, cfg.eval_windows, rank, world);
-  torch::manual_seed(cfg.seed);
-  Engine engine(comm, cfg);
-  auto& model = engine.model;
+ private:
+  void begin();         // resume, the plan, the faults, the metrics, step 0's validation
+  bool step(int step);  // one training step; true after the last
+  LayerEvents::StepSync step_sync();
+  // After the inner step: the model clock and meetings across sites, local SGD's sync.
+  void outer_sync(int step, bool local_step, const RowGradient& rows, StepPlan& now, bool& synced,
+                  std::optional<SiteTraining::Meeting>& meeting);
+  void validate(nlohmann::json& j);
+  void end();
+  std::uint64_t bytes_sent();  // this rank's, on all its communicators
 
-  const std::filesystem::path out = cfg.out;
-  const RunRecord this_run = run_record(cfg, world, vocabulary_fingerprint(data.vocab));
-  std::optional<LocalSgd<Index>> local_sgd;
-  // The 2-D mesh: local SGD synchronizes over `outer` (the sync group; the world when S = 1);
-  // under S > 1 a local step's gradients are averaged over the shard group by `group_ddp`.
-  Mesh mesh(comm, cfg.shard_group_size);
-  Communicator& outer = mesh.sync();
-  std::optional<DataParallel<Index>> group_ddp;
-  if (mesh.group() && cfg.shard) engine.shard_optimizer(cfg, *mesh.group());
+  Communicator& comm_;
+  const TrainConfig& cfg_;
+  const int rank_, world_;
+  const bool leader_;
+  const bool timed_;  // aedit: rounds every T seconds
+  const RankData data_;
+  const std::vector<std::int64_t> val_windows_;
+  Engine engine_;
+  RunRecord this_run_;
+  // The 2-D mesh: local SGD synchronizes over `outer_` (the sync group; the world when S = 1);
+  // under S > 1 a local step's gradients are averaged over the shard group by `group_ddp_`.
+  Mesh mesh_;
+  Communicator& outer_;
   // ddp steps (and local SGD's warm-up steps); sharded: reduce-scatter in the group, allreduce
   // of the pieces across the groups.
-  DataParallel<Index> ddp(comm, cfg, engine, rank, engine.sharded != nullptr, &mesh.sync());
-  // Training across sites: each rank a site; diloco meets in the schedule's cliques.
-  std::optional<SiteTraining> sites;
-  if (!cfg.topology.empty()) sites.emplace(cfg, comm, engine);
-  if (cfg.strategy != "ddp" && !sites) {
-    local_sgd.emplace(cfg, engine, mesh.workers(), mesh.group());
-    if (mesh.group()) group_ddp.emplace(*mesh.group(), cfg, engine, rank, cfg.shard);
+  std::optional<DataParallel<Index>> ddp_;
+  std::optional<SiteTraining> sites_;  // training across sites: each rank a site
+  std::optional<LocalSgd<Index>> local_sgd_;
+  std::optional<DataParallel<Index>> group_ddp_;
+  LocalSgd<Index>* diloco_ = nullptr;
+  int start_ = 0, own_start_ = 0;  // aedit: own_start_ is this worker's step count
+  int saved_world_;                // the ranks that wrote the checkpoint resumed from
+  std::optional<RunPlan> plan_;
+  const Faults faults_;
+  const Slowdown slowdown_;
+  MetricsLog metrics_;
+  RunReport report_;
+  Evaluation last_{};
+  StepTimer timer_;
+  Timeline timeline_;
+  std::optional<LayerEvents> events_;
+  int current_step_ = 0;
+};
+
+template <class Index>
+TrainRun<Index>::TrainRun(Communicator& comm, const TrainConfig& cfg)
+    : comm_(comm),
+      cfg_(cfg),
+      rank_(comm.rank()),
+      world_(comm.size()),
+      leader_(rank_ == 0),
+      timed_(cfg.strategy == "aedit"),
+      data_(load_data(comm, cfg)),
+      val_windows_(
+          validation_windows(data_.validation, cfg.model.seq_len, cfg.eval_windows, rank_, world_)),
+      engine_((torch::manual_seed(cfg.seed), comm), cfg),
+      this_run_(run_record(cfg, world_, vocabulary_fingerprint(data_.vocab))),
+      mesh_(comm, cfg.shard_group_size),
+      outer_(mesh_.sync()),
+      saved_world_(world_),
+      faults_(parse_faults(cfg.inject_fault)),
+      slowdown_(faults_, rank_, cfg.seed),
+      report_(new_report(cfg, world_)),
+      timer_([&comm] { return comm.wtime(); }) {
+  if (mesh_.group() && cfg.shard) engine_.shard_optimizer(cfg, *mesh_.group());
+  ddp_.emplace(comm, cfg, engine_, rank_, engine_.sharded != nullptr, &mesh_.sync());
+  if (!cfg.topology.empty()) {
+    sites_.emplace(cfg, comm, engine_);
+    this_run_.sites = sites_->fingerprint();
   }
-  // Bytes this rank sent, on all its communicators.
-  const auto bytes_sent = [&] {
-    std::uint64_t b = comm.traffic().bytes_sent;
-    if (mesh.group()) b += mesh.group()->traffic().bytes_sent + outer.traffic().bytes_sent;
-    if (sites) b += sites->bytes_sent();
-    return b;
-  };
-  LocalSgd<Index>* diloco = local_sgd ? &*local_sgd : nullptr;
-  int start = 0, own_start = 0;  // aedit: own_start is this worker's step count (start rank 0's)
-  int saved_world = world;       // the ranks that wrote the checkpoint resumed from
-  if (cfg.resume || !cfg.resume_from.empty()) {
-    start = resume(comm, cfg, engine, diloco, sites ? &*sites : nullptr, this_run, own_start,
-                   saved_world);
-    if (leader && !cfg.quiet) fmt::print("atoll train: resumed after step {}\n", start);
+  if (cfg.strategy != "ddp" && !sites_) {
+    local_sgd_.emplace(cfg, engine_, mesh_.workers(), mesh_.group());
+    if (mesh_.group()) group_ddp_.emplace(*mesh_.group(), cfg, engine_, rank_, cfg.shard);
+    diloco_ = &*local_sgd_;
   }
-  const bool timed = cfg.strategy == "aedit";
+}
+
+template <class Index>
+std::uint64_t TrainRun<Index>::bytes_sent() {
+  std::uint64_t b = comm_.traffic().bytes_sent;
+  if (mesh_.group()) b += mesh_.group()->traffic().bytes_sent + outer_.traffic().bytes_sent;
+  if (sites_) b += sites_->bytes_sent();
+  return b;
+}
+
+template <class Index>
+void TrainRun<Index>::begin() {
+  if (cfg_.resume || !cfg_.resume_from.empty()) {
+    start_ = resume(comm_, cfg_, engine_, diloco_, sites_ ? &*sites_ : nullptr, this_run_,
+                    own_start_, saved_world_);
+    if (leader_ && !cfg_.quiet) fmt::print("atoll train: resumed after step {}\n", start_);
+  }
   // aedit: batches all workers have trained so far (the round schedule's measure of progress).
   const std::int64_t trained =
-      timed ? comm.allreduce_value<std::int64_t>(own_start, ReduceOp::sum) : 0;
-  RunPlan plan(cfg, world, trained);
-  const Faults faults = parse_faults(cfg.inject_fault);
-  faults.arm(rank);  // kill:... / stop:... (util/fault_point.h)
-  const Slowdown slowdown(faults, rank, cfg.seed);
-  MetricsLog metrics;
-  agreed(comm, [&] {
-    if (!leader) return;
-    metrics.open(out, start);
-    if (!cfg.timeline.empty()) util::check_writable(cfg.timeline);  // now, not after the run
+      timed_ ? comm_.allreduce_value<std::int64_t>(own_start_, ReduceOp::sum) : 0;
+  plan_.emplace(cfg_, world_, trained);
+  faults_.arm(rank_);  // kill:... / stop:... (util/fault_point.h)
+  agreed(comm_, [&] {
+    if (!leader_) return;
+    metrics_.open(cfg_.out, start_);
+    if (!cfg_.timeline.empty()) util::check_writable(cfg_.timeline);  // now, not after the run
   });
-
-  RunReport report = new_report(cfg, world);
-  if (leader && !cfg.quiet) print_setup(cfg, world, engine, data);
-  if (sites && leader && !cfg.quiet) {
-    fmt::print("  {} sites of {}: {}\n", sites->topology().size(), cfg.topology, sites->describe());
+  if (leader_ && !cfg_.quiet) print_setup(cfg_, world_, engine_, data_);
+  if (sites_ && leader_ && !cfg_.quiet) {
+    fmt::print("  {} sites of {}: {}\n", sites_->topology().size(), cfg_.topology,
+               sites_->describe());
   }
-  report.unigram_ppl = unigram_perplexity(comm, data.vocab, val_windows, cfg.model.seq_len);
-  Evaluation last{};
-  if (start == 0 && cfg.eval_every > 0) {
-    first_validation(comm, cfg, model, val_windows, report, metrics);
+  report_.unigram_ppl = unigram_perplexity(comm_, data_.vocab, val_windows_, cfg_.model.seq_len);
+  if (start_ == 0 && cfg_.eval_every > 0) {
+    first_validation(comm_, cfg_, engine_.model, val_windows_, report_, metrics_);
   }
-
-  StepTimer timer([&comm] { return comm.wtime(); });
-  const bool fixed_compute = cfg.sim_compute_s > 0;
-  Timeline timeline;
-  LayerEvents events(comm, unit_compute_weights(engine, cfg.model.layers), cfg.sim_compute_s,
-                     cfg.timeline.empty() ? nullptr : &timeline);
-  int current_step = 0;
-  if (diloco && !cfg.timeline.empty()) {
-    diloco->on_sync_event([&](int unit, double posted, double wait, double end) {
-      timeline.record(current_step, Timeline::Kind::sync, unit, posted, wait, end);
+  events_.emplace(comm_, unit_compute_weights(engine_, cfg_.model.layers), cfg_.sim_compute_s,
+                  cfg_.timeline.empty() ? nullptr : &timeline_);
+  if (diloco_ && !cfg_.timeline.empty()) {
+    diloco_->on_sync_event([this](int unit, double posted, double wait, double end) {
+      timeline_.record(current_step_, Timeline::Kind::sync, unit, posted, wait, end);
     });
   }
-  bool finished = timed ? plan.done() : start >= cfg.steps;
-  for (int step = own_start + 1; !finished; ++step) {
-    current_step = step;
-    util::set_fault_step(step);
-    timer.reset();
-    const auto bytes0 = bytes_sent();
-    const bool local_step = (diloco && diloco->is_local(step)) || (sites && sites->is_local(step));
-    if (local_step && diloco) diloco->begin_step(outer, step);
-    if (sites) sites->begin_step(step);
-    // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s per
-    // unit; an overlapped synchronization completes unit by unit inside the forward pass.
-    timer.start("model");
-    LayerEvents::StepSync step_sync;
-    if (diloco && diloco->pending()) {
-      step_sync.before_unit = [&](int unit) { diloco->before_unit(outer, unit); };
-      step_sync.progress = [&] { diloco->progress(outer); };
-    }
-    if (engine.sharded) {  // the 2-D mesh: each unit's parameters gathered before its compute
-      // The next unit's gather is prefetched once no synchronization is pending (an overlapped
-      // sync still changes the next units' pieces).
-      step_sync.gather_unit = [&](int unit) {
-        if (unit == 0) return engine.sharded->embedding().gather_expected();  // the batch's rows
-        engine.sharded->params().gather_unit(unit, !(diloco && diloco->pending()));
-      };
-      step_sync.progress = [&] {
-        if (diloco && diloco->pending()) diloco->progress(outer);
-        engine.sharded->params().progress();
-      };
-    }
-    events.begin_step(step, std::move(step_sync), &timer);
-    const auto loss = forward_backward(engine, events, data, cfg, step, rank);
-    if (slowdown.poisons(step)) poison_gradient(engine);  // --inject-fault nan:RANK:STEP
-    timer.start("delay");                                 // --inject-fault straggler / stall
-    const double delay_s =
-        slowdown.apply(comm, step, fixed_compute ? cfg.sim_compute_s : timer.seconds("model"));
-    timer.start("dump");
-    auto local = embedding_gradient<Index>(engine.embedding, model->tok_rows, engine.vocab);
-    if (!cfg.dump_grads.empty() &&
-        (cfg.dump_grads_steps == 0 || step - start <= cfg.dump_grads_steps)) {
-      agreed(comm, [&] {
-        sparse::write_trace(sparse::trace_path(cfg.dump_grads, step, rank), local, rank, world,
-                            step);
-      });
-    }
+}
 
-    double mean_loss = 0;
-    std::optional<NonFinite> nonfinite;
-    const RowGradient rows =
-        local_step ? worker_gradient(mesh, group_ddp, engine, rank, timer, step, std::move(local),
-                                     loss.item<double>(), mean_loss, nonfinite)
-                   : ddp.synchronize(comm, timer, step, local, loss.item<double>(), mean_loss);
-    if (!local_step) nonfinite = ddp.nonfinite();
-    if (nonfinite) {
-      const bool agreed = !local_step;
-      on_nonfinite(cfg, *nonfinite, step, agreed,
-                   agreed ? leader : !mesh.group() || mesh.group()->rank() == 0);
-    }
+template <class Index>
+int TrainRun<Index>::run() {
+  begin();
+  bool finished = timed_ ? plan_->done() : start_ >= cfg_.steps;
+  for (int step = own_start_ + 1; !finished; ++step) finished = this->step(step);
+  end();
+  return 0;
+}
 
-    timer.start("optimizer");
-    if (fixed_compute) comm.fixed_compute_begin();
-    const double lr = learning_rate(cfg, cfg.lr, step);
-    if (!nonfinite) engine.inner_step(rows, lr, learning_rate(cfg, cfg.embed_lr, step), step);
-    if (fixed_compute) comm.fixed_compute_end(0);  // charged with the forward/backward above
-    bool synced = false;
-    StepPlan now = plan.at_step(step);
-    std::optional<SiteTraining::Meeting> meeting;
-    if (sites) {  // the model clock; diloco's meetings in the schedule's cliques
-      sites->charge_compute(timer.seconds("model") + timer.seconds("optimizer"));
-      if (!local_step) sites->charge_ddp_step(comm, ddp.embedding_result().stats.bytes_sent());
-      meeting = sites->end_local_step(step);
-      if (now.last) sites->finish();  // an overlapped exchange lands before the last validation
-      synced = meeting && meeting->clique >= 0;
-    }
-    if (local_step && diloco) {
-      timer.start("outer_sync");
-      synced = diloco->end_step(outer, step, rows);
-      if (timed) now = synced ? plan.at_round(diloco->last_round()->total_steps()) : StepPlan{};
-      // An overlapped sync completes now if validation, a checkpoint or the end needs θ̄.
-      if (now.eval || now.checkpoint || now.last) diloco->flush(outer);
-    }
-    timer.stop();
-    finished = now.last;
-    const bool eval_now = now.eval, checkpoint_now = now.checkpoint;
-    if (diloco && (eval_now || checkpoint_now)) diloco->pause_clock(outer);
+// The step's hooks inside the model's units: an overlapped synchronization completes unit by
+// unit inside the forward pass; under the sharded 2-D mesh each unit's parameters are gathered
+// before its compute.
+template <class Index>
+LayerEvents::StepSync TrainRun<Index>::step_sync() {
+  LayerEvents::StepSync sync;
+  auto* diloco = diloco_;
+  if (diloco && diloco->pending()) {
+    sync.before_unit = [this, diloco](int unit) { diloco->before_unit(outer_, unit); };
+    sync.progress = [this, diloco] { diloco->progress(outer_); };
+  }
+  if (engine_.sharded) {
+    // The next unit's gather is prefetched once no synchronization is pending (an overlapped
+    // sync still changes the next units' pieces).
+    sync.gather_unit = [this, diloco](int unit) {
+      if (unit == 0) return engine_.sharded->embedding().gather_expected();  // the batch's rows
+      engine_.sharded->params().gather_unit(unit, !(diloco && diloco->pending()));
+    };
+    sync.progress = [this, diloco] {
+      if (diloco && diloco->pending()) diloco->progress(outer_);
+      engine_.sharded->params().progress();
+    };
+  }
+  return sync;
+}
 
-    StepFacts facts{
-        step, local_step, synced, mean_loss, lr, delay_s, bytes_sent() - bytes0, rows.rows.size()};
-    nlohmann::json j = step_metrics(cfg, timer, facts, ddp, diloco, report, leader);
-    if (sites) record_site_step(j, *sites, meeting);
-    if (nonfinite) j["nonfinite"] = {{"rank", nonfinite->rank}, {"tensor", nonfinite->tensor}};
-    if (step == own_start + 1 && !cfg.inject_fault.empty()) j["inject_fault"] = cfg.inject_fault;
-    if (step == own_start + 1 && saved_world > 0 && saved_world != world) {  // elastic resume
-      j["world"] = world;
-      j["resumed_from_world"] = saved_world;
-    }
-    if (eval_now) {
-      // Validation evaluates θ̄ (the synchronized parameters) under local SGD.
-      auto run_eval = [&] {
-        engine.with_full_params(
-            val_windows, [&] { last = evaluate(comm, model, val_windows, cfg.model.seq_len); });
-      };
-      if (sites) {  // the mean of the sites' θ̄, and their spread
-        sites->with_mean_anchor(comm, run_eval);
-        j["site_spread"] = sites->last_spread();
-      } else if (diloco) {
-        diloco->with_outer_params(outer, run_eval);
-      } else {
-        run_eval();
-      }
-      j["val_loss"] = last.loss;
-      j["val_ppl"] = last.perplexity;
-      report.evaluated = true;
-      report.last_ppl = last.perplexity;
-    }
-    if (leader) {
-      metrics.record(j);
-      if (!cfg.quiet && (step % cfg.log_every == 0 || finished || eval_now))
-        report.print_progress(step, mean_loss, eval_now ? &last.loss : nullptr);
-    }
-    if (checkpoint_now) {  // aedit: named after rank 0's step count
-      const int name =
-          timed && local_step ? static_cast<int>(diloco->last_round()->local_steps[0]) : step;
-      save_checkpoint(comm, outer, cfg, engine, diloco, sites ? &*sites : nullptr, this_run, name,
-                      step);
-    }
-    if (diloco && (eval_now || checkpoint_now)) diloco->resume_clock(outer);
+template <class Index>
+bool TrainRun<Index>::step(int step) {
+  current_step_ = step;
+  util::set_fault_step(step);
+  timer_.reset();
+  const auto bytes0 = bytes_sent();
+  const bool local_step =
+      (diloco_ && diloco_->is_local(step)) || (sites_ && sites_->is_local(step));
+  if (local_step && diloco_) diloco_->begin_step(outer_, step);
+  if (sites_) sites_->begin_step(step);
+  // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s per unit.
+  timer_.start("model");
+  events_->begin_step(step, step_sync(), &timer_);
+  const auto loss = forward_backward(engine_, *events_, data_, cfg_, step, rank_);
+  if (slowdown_.poisons(step)) poison_gradient(engine_);  // --inject-fault nan:RANK:STEP
+  timer_.start("delay");                                  // --inject-fault straggler / stall
+  const bool fixed_compute = cfg_.sim_compute_s > 0;
+  const double delay_s =
+      slowdown_.apply(comm_, step, fixed_compute ? cfg_.sim_compute_s : timer_.seconds("model"));
+  timer_.start("dump");
+  auto local = embedding_gradient<Index>(engine_.embedding, engine_.model->tok_rows, engine_.vocab);
+  if (!cfg_.dump_grads.empty() &&
+      (cfg_.dump_grads_steps == 0 || step - start_ <= cfg_.dump_grads_steps)) {
+    agreed(comm_, [&] {
+      sparse::write_trace(sparse::trace_path(cfg_.dump_grads, step, rank_), local, rank_, world_,
+                          step);
+    });
   }
 
-  if (diloco) diloco->flush(outer);
-  if (!cfg.timeline.empty()) agreed(comm, [&] { timeline.write(comm, cfg.timeline); });
-  if (leader && !cfg.quiet && report.timed_steps > 0) report.print();
-  if (sites) {
-    const double clock = comm.allreduce_value(sites->clock(), ReduceOp::max);
-    const double wall = sites->training_span(comm);
-    if (leader && !cfg.quiet) {
+  double mean_loss = 0;
+  std::optional<NonFinite> nonfinite;
+  const RowGradient rows =
+      local_step ? worker_gradient(mesh_, group_ddp_, engine_, rank_, timer_, step,
+                                   std::move(local), loss.item<double>(), mean_loss, nonfinite)
+                 : ddp_->synchronize(comm_, timer_, step, local, loss.item<double>(), mean_loss);
+  if (!local_step) nonfinite = ddp_->nonfinite();
+  if (nonfinite) {
+    const bool agreed = !local_step;
+    on_nonfinite(cfg_, *nonfinite, step, agreed,
+                 agreed ? leader_ : !mesh_.group() || mesh_.group()->rank() == 0);
+  }
+
+  timer_.start("optimizer");
+  if (fixed_compute) comm_.fixed_compute_begin();
+  const double lr = learning_rate(cfg_, cfg_.lr, step);
+  if (!nonfinite) engine_.inner_step(rows, lr, learning_rate(cfg_, cfg_.embed_lr, step), step);
+  if (fixed_compute) comm_.fixed_compute_end(0);  // charged with the forward/backward above
+  bool synced = false;
+  StepPlan now = plan_->at_step(step);
+  std::optional<SiteTraining::Meeting> meeting;
+  outer_sync(step, local_step, rows, now, synced, meeting);
+  timer_.stop();
+  const bool eval_now = now.eval, checkpoint_now = now.checkpoint;
+  if (diloco_ && (eval_now || checkpoint_now)) diloco_->pause_clock(outer_);
+
+  StepFacts facts{
+      step, local_step, synced, mean_loss, lr, delay_s, bytes_sent() - bytes0, rows.rows.size()};
+  nlohmann::json j = step_metrics(cfg_, timer_, facts, *ddp_, diloco_, report_, leader_);
+  if (sites_) record_site_step(j, *sites_, meeting);
+  if (nonfinite) j["nonfinite"] = {{"rank", nonfinite->rank}, {"tensor", nonfinite->tensor}};
+  if (step == own_start_ + 1 && !cfg_.inject_fault.empty()) j["inject_fault"] = cfg_.inject_fault;
+  if (step == own_start_ + 1 && saved_world_ > 0 && saved_world_ != world_) {  // elastic resume
+    j["world"] = world_;
+    j["resumed_from_world"] = saved_world_;
+  }
+  if (eval_now) validate(j);
+  if (leader_) {
+    metrics_.record(j);
+    if (!cfg_.quiet && (step % cfg_.log_every == 0 || now.last || eval_now))
+      report_.print_progress(step, mean_loss, eval_now ? &last_.loss : nullptr);
+  }
+  if (checkpoint_now) {  // aedit: named after rank 0's step count
+    const int name =
+        timed_ && local_step ? static_cast<int>(diloco_->last_round()->local_steps[0]) : step;
+    save_checkpoint(comm_, outer_, cfg_, engine_, diloco_, sites_ ? &*sites_ : nullptr, this_run_,
+                    name, step);
+  }
+  if (diloco_ && (eval_now || checkpoint_now)) diloco_->resume_clock(outer_);
+  return now.last;
+}
+
+template <class Index>
+void TrainRun<Index>::outer_sync(int step, bool local_step, const RowGradient& rows, StepPlan& now,
+                                 bool& synced, std::optional<SiteTraining::Meeting>& meeting) {
+  if (sites_) {  // the model clock; diloco's meetings in the schedule's cliques
+    sites_->charge_compute(timer_.seconds("model") + timer_.seconds("optimizer"));
+    if (!local_step) sites_->charge_ddp_step(comm_, ddp_->embedding_result().stats.bytes_sent());
+    meeting = sites_->end_local_step(step);
+    if (now.last) sites_->finish();  // an overlapped exchange lands before the last validation
+    synced = meeting && meeting->clique >= 0;
+  }
+  if (local_step && diloco_) {
+    timer_.start("outer_sync");
+    synced = diloco_->end_step(outer_, step, rows);
+    if (timed_) now = synced ? plan_->at_round(diloco_->last_round()->total_steps()) : StepPlan{};
+    // An overlapped sync completes now if validation, a checkpoint or the end needs θ̄.
+    if (now.eval || now.checkpoint || now.last) diloco_->flush(outer_);
+  }
+}
+
+// Validation evaluates θ̄ (the synchronized parameters) under local SGD; across sites the mean
+// of the sites' θ̄, and their spread. Collective.
+template <class Index>
+void TrainRun<Index>::validate(nlohmann::json& j) {
+  auto run_eval = [&] {
+    engine_.with_full_params(val_windows_, [&] {
+      last_ = evaluate(comm_, engine_.model, val_windows_, cfg_.model.seq_len);
+    });
+  };
+  if (sites_) {
+    sites_->with_mean_anchor(comm_, run_eval);
+    j["site_spread"] = sites_->last_spread();
+  } else if (diloco_) {
+    diloco_->with_outer_params(outer_, run_eval);
+  } else {
+    run_eval();
+  }
+  j["val_loss"] = last_.loss;
+  j["val_ppl"] = last_.perplexity;
+  report_.evaluated = true;
+  report_.last_ppl = last_.perplexity;
+}
+
+template <class Index>
+void TrainRun<Index>::end() {
+  if (diloco_) diloco_->flush(outer_);
+  if (!cfg_.timeline.empty()) agreed(comm_, [&] { timeline_.write(comm_, cfg_.timeline); });
+  if (leader_ && !cfg_.quiet && report_.timed_steps > 0) report_.print();
+  if (sites_) {
+    const double clock = comm_.allreduce_value(sites_->clock(), ReduceOp::max);
+    const double wall = sites_->training_span(comm_);
+    if (leader_ && !cfg_.quiet) {
       fmt::print(
           "  model clock at the end: {:.4f} s (the latest site); MPI_Wtime of training "
           "{:.4f} s{} (validation left out)\n",
           clock, wall, Communicator::simulated() ? ", simulated" : "");
     }
   }
-  if (!cfg.quiet) print_memory(comm, engine, diloco, sites ? &*sites : nullptr, leader);
-  ddp.comparison().report(comm, cfg.sync, report.tokens_per_step, out);
-  if (leader) close_run(cfg, metrics);
-  return 0;
+  if (!cfg_.quiet) print_memory(comm_, engine_, diloco_, sites_ ? &*sites_ : nullptr, leader_);
+  ddp_->comparison().report(comm_, cfg_.sync, report_.tokens_per_step, cfg_.out);
+  if (leader_) close_run(cfg_, metrics_);
+}
+
+template <class Index>
+int run(Communicator& comm, const TrainConfig& cfg) {
+  torch::set_num_threads(1);
+  return TrainRun<Index>(comm, cfg).run();
 }
 
 }  // namespace

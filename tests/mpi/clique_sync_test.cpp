@@ -67,6 +67,40 @@ TEST(CliqueSync, ThreeSitesHandValues) {
   EXPECT_EQ(theta, g_comm->rank() == 1 ? kept : averaged);
 }
 
+// A member whose parameters hold a NaN or an infinity is dropped: the others' mean is every
+// member's θ_C, on every exchange; with no finite member the meeting is skipped.
+TEST(CliqueSync, NonFiniteMemberDropped) {
+  if (g_comm->size() != 3) GTEST_SKIP() << "needs 3 ranks";
+  const int me = g_comm->rank();
+  const float r = static_cast<float>(me);
+  auto all = clique_of({{0, 1, 2}});
+  using atl::localsgd::CliqueExchange;
+  for (auto exchange :
+       {CliqueExchange::allreduce, CliqueExchange::full_mesh, CliqueExchange::ring}) {
+    // Sites 0 and 2 hold (0, 0) and (2, 4): θ_C = (1, 2); site 1's NaN (or infinity) is dropped.
+    std::vector<float> theta{r, 2 * r};
+    if (me == 1) theta[1] = exchange == CliqueExchange::ring ? INFINITY : NAN;
+    CliqueOuterState state(std::vector<float>{1, 1});
+    const auto meeting = state.sync(all, theta, 1.0, 0.0, exchange);
+    EXPECT_EQ(meeting.dropped, std::vector<int>{1});
+    EXPECT_FALSE(meeting.skipped);
+    EXPECT_EQ(theta, (std::vector<float>{1, 2}));
+    EXPECT_EQ(state.anchor(), (std::vector<float>{1, 2}));
+    // No finite member: nothing changes but the working parameters, back at the anchor.
+    theta = {NAN, r};
+    CliqueOuterState none(std::vector<float>{5, 6});
+    const auto skipped = none.sync(all, theta, 1.0, 0.0, exchange);
+    EXPECT_TRUE(skipped.skipped);
+    EXPECT_EQ(skipped.dropped, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(theta, (std::vector<float>{5, 6}));
+    EXPECT_EQ(none.anchor(), (std::vector<float>{5, 6}));
+  }
+  // All finite: nothing dropped.
+  std::vector<float> theta{r, r};
+  CliqueOuterState fine(theta);
+  EXPECT_TRUE(fine.sync(all, theta, 1.0, 0.0).dropped.empty());
+}
+
 TEST(CliqueSync, TriadsReachConsensusWhenMixingSaysSo) {
   if (g_comm->size() != 9) GTEST_SKIP() << "needs 9 ranks";
   const atl::wan::Schedule triads{{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}},

@@ -7,6 +7,7 @@
 # - ddp, fail: every rank exits (status 3) naming the rank and the tensor.
 # - diloco: the NaN inner step is skipped on that worker alone, the run finishes finite; a NaN
 #   pseudo-gradient (corrupt:RANK:STEP:nan) is dropped from the average; fail ends the job.
+# - across sites: a site's NaN parameters at a meeting are dropped from its clique's mean.
 # usage: nonfinite_test.sh ATOLL
 set -uo pipefail
 atoll=$1
@@ -119,4 +120,26 @@ else
 fi
 
 [ "$failures" -eq 0 ] && echo "nonfinite: all passed" || echo "nonfinite: $failures failed"
+
+# 4. Across sites (3 sites, all-to-all): site 2's NaN parameters at its meeting of step 6 are
+# dropped from the clique's mean; the run ends finite.
+head -5 "$(dirname "$0")/../../data/cities-9.csv" >"$tmp/sites-3.csv"
+run 3 "$atoll" "${local_args[@]}" --topology "$tmp/sites-3.csv" --schedule all-to-all \
+  --compute-s 0.1 --inject-fault corrupt:2:6:nan --out "$tmp/sites" 2>"$tmp/sites.err" ||
+  fail "sites corrupt run exited $?"
+if python3 - "$tmp/sites/metrics.jsonl" <<'PY'
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+dropped = {j["step"]: j["dropped"] for j in lines if j.get("dropped")}
+val = [j["val_loss"] for j in lines if "val_loss" in j]
+print(f"dropped: {dropped}, validation {val}")
+sys.exit(0 if dropped == {6: [2]} and all(math.isfinite(v) for v in val) else 1)
+PY
+then
+  grep -q "step 6: round 0: site(s) SIN of clique 0 had non-finite parameters: dropped" \
+    "$tmp/sites.err" && echo "ok   sites: site 2's NaN parameters dropped at step 6, validation finite" ||
+    { fail "sites: no message naming the site"; cat "$tmp/sites.err"; }
+else
+  fail "sites: NaN parameters not dropped"; cat "$tmp/sites.err"
+fi
 exit $((failures > 0))

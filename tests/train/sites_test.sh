@@ -4,7 +4,8 @@
 # small FPGA memory (rotating triads) every meeting follows the period's rounds, the model clock
 # advances by the round model, and the sites' anchors differ between meetings (clique averaging,
 # not global); ddp across the WAN costs more model time than co-located ddp; bad input errors on
-# every rank. usage: sites_test.sh ATOLL_BINARY
+# every rank; sparse pseudo-gradients (--pseudo-topk) sum exactly and send far fewer bytes.
+# usage: sites_test.sh ATOLL_BINARY
 set -uo pipefail
 atoll=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -82,6 +83,38 @@ if msg=$(compare loss "$tmp/full/metrics.jsonl" "$tmp/resumed/metrics.jsonl" 1e-
 else
   fail "resume across sites: ${msg:-?} ${msg2:-?} ${msg3:-?}"
 fi
+# ... but not on another schedule: its meetings, clocks and exchange in flight are the planned one's.
+EXPECT_NP=9 expect_error resume-other-schedule "trains across sites \(schedule all-to-all" \
+  "${common[@]}" "${ck[@]}" --schedule all-to-all --out "$tmp/other" \
+  --resume-from "$tmp/full/checkpoints/step-00000007.ckpt"
+
+# 2d. Sparse pseudo-gradients (--pseudo-topk): with share 1 the sparse sum is the dense mean
+# (all-to-all); with 0.01 each meeting sends >= 20x fewer bytes than the dense exchange; resume
+# restores the error-feedback residual exactly.
+sp=("${l[@]}" --topology "$cities" --schedule all-to-all --compute-s 0.1)
+site sparse-all "${sp[@]}" --pseudo-topk 1
+check "--pseudo-topk 1 == the dense all-to-all exchange (9 sites)" "$tmp/a2a" "$tmp/sparse-all"
+site sparse "${sp[@]}" --pseudo-topk 0.01 --checkpoint-every 7 --keep-checkpoints 5
+python3 - "$tmp/sparse/metrics.jsonl" "$tmp/a2a/metrics.jsonl" <<'PY' || fail "--pseudo-topk 0.01"
+import json, math, sys
+sparse = [json.loads(l) for l in open(sys.argv[1])]
+dense = [json.loads(l) for l in open(sys.argv[2])]
+sb = [j["exchange_bytes"] for j in sparse if "exchange_bytes" in j]
+db = [j["exchange_bytes"] for j in dense if "exchange_bytes" in j]
+assert len(sb) == len(db) == 4 and min(sb) > 0, (sb, db)
+ratio = min(db) / max(sb)
+val = [j["val_loss"] for j in sparse if "val_loss" in j]
+assert ratio >= 20 and all(math.isfinite(v) for v in val) and val[-1] < val[0], (ratio, val)
+print(f"ok   --pseudo-topk 0.01: {max(sb)} bytes per meeting against {min(db)} dense "
+      f"({ratio:.0f}x fewer), validation {val[0]:.4f} -> {val[-1]:.4f}")
+PY
+site sparse-resumed "${sp[@]}" --pseudo-topk 0.01 --checkpoint-every 7 --keep-checkpoints 5 \
+  --resume-from "$tmp/sparse/checkpoints/step-00000007.ckpt"
+if msg=$(compare loss "$tmp/sparse/metrics.jsonl" "$tmp/sparse-resumed/metrics.jsonl" 1e-6 8); then
+  echo "ok   --pseudo-topk resume at step 7: losses $msg"
+else
+  fail "--pseudo-topk resume: ${msg:-?}"
+fi
 
 # 3. ddp: every step pays its collectives on the model clock; across the WAN more than in one
 # building.
@@ -126,6 +159,15 @@ expect_error overlap-2 "--overlap-rounds 2 must be 0 or 1" "${common[@]}" --stra
   --topology "$cities" --overlap-rounds 2
 expect_error overlap-ddp "--overlap-rounds applies to --strategy diloco" "${common[@]}" \
   --topology "$cities" --overlap-rounds 1
+schedule "$tmp/pairs.txt" pairs "A B C" round "clique unicast A B" round "clique unicast B C"
+EXPECT_NP=3 expect_error pseudo-topk-cliques "--pseudo-topk needs a common anchor" \
+  "${common[@]}" "${t3[@]}" --schedule "$tmp/pairs.txt" --pseudo-topk 0.01
+expect_error pseudo-topk-range "--pseudo-topk 2 must be in" "${common[@]}" --strategy diloco \
+  --topology "$cities" --pseudo-topk 2
+expect_error pseudo-topk-ddp "--pseudo-topk applies to --strategy diloco" "${common[@]}" \
+  --topology "$cities" --pseudo-topk 0.01
+expect_error pseudo-topk-fpga "--transport multicast_fpga does not apply" "${common[@]}" \
+  --strategy diloco --topology "$cities" --pseudo-topk 0.01 --transport multicast_fpga
 expect_error topk-sites "--topology with --topk is not built yet" "${common[@]}" \
   --topology "$cities" --topk 0.01
 expect_error edit-sites "--topology supports --strategy diloco and ddp" "${common[@]}" \

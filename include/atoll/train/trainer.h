@@ -82,7 +82,10 @@ struct TrainConfig {
   double compute_s = 0;                      // model seconds per local step; 0: the measured time
   std::string site_speed;                    // "CODE:FACTOR,...": compute_s / FACTOR at that site
   int overlap_rounds = 0;  // 1: a meeting's exchange overlaps the next H local steps (diloco)
-  std::string timeline;    // JSON lines: each unit's compute and sync on each rank (rank 0 writes)
+  // > 0 (diloco): each site sends the top share of its pseudo-gradient (error feedback), summed
+  // by the sparse scheme --sync; every round must be one clique of all sites (a common anchor).
+  double pseudo_topk = 0;
+  std::string timeline;  // JSON lines: each unit's compute and sync on each rank (rank 0 writes)
   // Experiments only (src/train/faults.h), comma-separated: "corrupt:RANK:STEP:SCALE" scales
   // worker RANK's pseudo-gradient by SCALE (or makes it NaN with SCALE nan) at the first
   // synchronization at or after STEP; "straggler:RANK:FACTOR" makes rank RANK's compute FACTOR
