@@ -168,11 +168,18 @@ PenaltyDecision LayerPenalty::decide(std::span<const double> norms) {
     decision.weights.assign(n, 1.0 / static_cast<double>(n));
     return decision;
   }
-  std::vector<bool> kept(n);
+  std::vector<bool> outlier(n);
+  for (std::size_t i = 0; i < n; ++i) outlier[i] = detectors_[i].observe(norms[i]);
+  return penalty_weights(norms, outlier, options_.weight_temperature);
+}
+
+PenaltyDecision penalty_weights(std::span<const double> norms, const std::vector<bool>& outlier,
+                                double temperature) {
+  const std::size_t n = norms.size();
+  PenaltyDecision decision;
   double smallest = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < n; ++i) {
-    kept[i] = !detectors_[i].observe(norms[i]);
-    if (kept[i]) {
+    if (!outlier[i]) {
       smallest = std::min(smallest, norms[i]);
     } else {
       decision.dropped.push_back(i);
@@ -186,8 +193,8 @@ PenaltyDecision LayerPenalty::decide(std::span<const double> norms) {
   // softmax(−n_i/T), shifted by the largest exponent −min(n)/T so every term is in (0, 1].
   double sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (!kept[i]) continue;
-    decision.weights[i] = std::exp((smallest - norms[i]) / options_.weight_temperature);
+    if (outlier[i]) continue;
+    decision.weights[i] = std::exp((smallest - norms[i]) / temperature);
     sum += decision.weights[i];
   }
   for (double& w : decision.weights) w /= sum;

@@ -108,10 +108,10 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
     }
     return std::nullopt;
   }
-  if (c.strategy != "diloco" && c.strategy != "ddp") {
+  if (c.strategy != "diloco" && c.strategy != "edit" && c.strategy != "ddp") {
     return fmt::format(
-        "--topology supports --strategy diloco and ddp (edit and aedit across sites are not "
-        "built yet), not {}",
+        "--topology supports --strategy diloco, edit and ddp (aedit's time-based rounds across "
+        "sites are not built yet), not {}",
         c.strategy);
   }
   if (c.shard_group_size != 1) return "--topology with --shard-group-size > 1 is not built yet";
@@ -120,8 +120,8 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
   if (c.overlap_rounds != 0 && c.overlap_rounds != 1) {
     return fmt::format("--overlap-rounds {} must be 0 or 1 (rounds in flight)", c.overlap_rounds);
   }
-  if (c.overlap_rounds != 0 && c.strategy != "diloco") {
-    return "--overlap-rounds applies to --strategy diloco (ddp syncs every step)";
+  if (c.overlap_rounds != 0 && c.strategy == "ddp") {
+    return "--overlap-rounds applies to --strategy diloco and edit (ddp syncs every step)";
   }
   if (!(c.pseudo_topk >= 0 && c.pseudo_topk <= 1)) {
     return fmt::format(

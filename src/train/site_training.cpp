@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 
@@ -112,6 +113,19 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
   }
   comm.agree(problem);
   clock_.emplace(std::move(speeds), site_, cfg.compute_s);
+  if (cfg.strategy == "edit" && cfg.penalty) {  // each unit's runs of the flat parameters
+    std::vector<localsgd::CliquePenalty::Segment> segments;
+    std::size_t at = 0;
+    for (const auto& p : engine.model->named_parameters()) {
+      const auto n = static_cast<std::size_t>(p.value().numel());
+      segments.push_back(
+          {at, at + n, static_cast<std::size_t>(unit_of(p.key(), cfg.model.layers))});
+      at += n;
+    }
+    penalty_.emplace(std::move(segments), static_cast<std::size_t>(unit_count(cfg.model.layers)),
+                     localsgd::PenaltyOptions{true, cfg.anomaly_threshold, cfg.ewma_alpha,
+                                              cfg.ewma_warmup, cfg.weight_temperature, cfg.clip});
+  }
   build_schedule(cfg, comm);
 }
 
@@ -321,12 +335,15 @@ void SiteTraining::exchange(int step, Meeting& m) {
     // The pattern the round model charges: unicast, every member's payload to every other; a
     // ring, the pipelined ring in the clique's order; the FPGAs' aggregation, the library's
     // allreduce.
-    const auto kind = entry.kind;
-    met = state_->sync(clique, theta, outer_lr_, outer_momentum_,
-                       kind == wan::ExchangeKind::unicast ? localsgd::CliqueExchange::full_mesh
-                       : kind == wan::ExchangeKind::ring_allreduce
-                           ? localsgd::CliqueExchange::ring
-                           : localsgd::CliqueExchange::allreduce);
+    const auto kind = entry.kind == wan::ExchangeKind::unicast ? localsgd::CliqueExchange::full_mesh
+                      : entry.kind == wan::ExchangeKind::ring_allreduce
+                          ? localsgd::CliqueExchange::ring
+                          : localsgd::CliqueExchange::allreduce;
+    if (penalty_) {
+      penalize(step, m, penalty_->meet(clique, *state_, theta, outer_lr_, outer_momentum_, kind));
+    } else {
+      met = state_->sync(clique, theta, outer_lr_, outer_momentum_, kind);
+    }
   }
   for (int member : met.dropped) m.dropped.push_back(entry.sites[static_cast<std::size_t>(member)]);
   m.skipped = met.skipped;
@@ -345,6 +362,24 @@ void SiteTraining::exchange(int step, Meeting& m) {
     pending->correction[i] = theta[i] - pending->correction[i];
   }
   pending_ = std::move(pending);
+}
+
+void SiteTraining::penalize(int step, Meeting& m, const localsgd::CliquePenalty::Outcome& out) {
+  const auto& sites = rounds_[m.round][static_cast<std::size_t>(m.clique)].sites;
+  std::map<std::size_t, int> layers_of;  // site -> layers it was dropped in
+  for (const auto& [layer, member] : out.dropped) {
+    const auto site = sites[static_cast<std::size_t>(member)];
+    m.edit_dropped.emplace_back(layer, site);
+    ++layers_of[site];
+  }
+  m.edit_skipped = out.skipped;
+  m.edit_weight_max = out.max_weight;
+  if (cliques_[m.round].rank() != 0) return;
+  for (const auto& [site, count] : layers_of) {
+    fmt::print(stderr,
+               "atoll train: step {}: EDiT dropped site {} in {} of {} layers (clique {})\n", step,
+               topology_.site(site).code, count, penalty_->layers(), m.clique);
+  }
 }
 
 void SiteTraining::apply_pending() {
@@ -396,6 +431,7 @@ void SiteTraining::save(torch::serialize::OutputArchive& ar) const {
     ar.write("site_momentum", floats_tensor(state_->momentum()));
   }
   if (sparse_) ar.write("site_topk_residual", sparse_->residual());
+  if (penalty_) ar.write("site_penalty", doubles_tensor(penalty_->save()));
   if (pending_) {
     ar.write("site_pending_correction", floats_tensor(pending_->correction));
     ar.write("site_pending_anchor", floats_tensor(pending_->anchor));
@@ -418,6 +454,10 @@ void SiteTraining::load(torch::serialize::InputArchive& ar) {
   if (has_key(ar, "site_anchor")) {
     state_.emplace(expect(values_of<float>(ar, "site_anchor")));
     state_->momentum() = expect(values_of<float>(ar, "site_momentum"));
+  }
+  if (penalty_) {
+    if (!has_key(ar, "site_penalty")) throw std::runtime_error("the checkpoint holds no penalty");
+    penalty_->load(values_of<double>(ar, "site_penalty"));
   }
   if (sparse_) {
     if (!has_key(ar, "site_topk_residual")) {

@@ -1,5 +1,6 @@
 // Training across sites (docs/wan-train.md): `atoll train --topology FILE` makes each rank one
-// site of the planner's topology. Under diloco, the sites take H local steps, then meet in the
+// site of the planner's topology. Under diloco (and edit, with EDiT's penalty over each clique's
+// members: atoll/localsgd/clique_penalty.h), the sites take H local steps, then meet in the
 // cliques of the schedule's current round (a periodic schedule: planned by the planner for the
 // model's real payload, all-to-all, or read from a file) and average by clique
 // (atoll/localsgd/clique_sync.h: each site its own anchor θ̄_i and outer momentum); a site in no
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "atoll/comm/communicator.h"
+#include "atoll/localsgd/clique_penalty.h"
 #include "atoll/localsgd/clique_sync.h"
 #include "atoll/train/trainer.h"
 #include "atoll/wan/round_model.h"
@@ -63,6 +65,11 @@ class SiteTraining {
     std::vector<std::size_t> dropped;
     bool skipped = false, fault_fired = false;
     std::uint64_t bytes_sent = 0;  // by this site in the meeting's exchange
+    // edit: the (layer, site) pairs EDiT's penalty weighted 0, the layers it skipped, and the
+    // mean over layers of the largest weight.
+    std::vector<std::pair<std::size_t, std::size_t>> edit_dropped;
+    std::vector<std::size_t> edit_skipped;
+    double edit_weight_max = 0;
   };
   // diloco, after local step `step` (local steps are those after --sync-warmup-steps): every H-th
   // local step the current round's meeting (collective over each clique). Returns the meeting if
@@ -75,6 +82,7 @@ class SiteTraining {
   // Before a step: the anchors are taken from the (identical) replicas when local steps begin.
   void begin_step(int step);
   bool is_local(int step) const { return local_sgd_ && step > warmup_; }
+  bool edit() const { return penalty_.has_value(); }
 
   // Runs f with the model set to the mean over all sites of their anchors θ̄_i (the replicas,
   // identical, before local training), then restores this site's parameters. Collective.
@@ -107,6 +115,9 @@ class SiteTraining {
   // The meeting's exchange on this site's clique (dense: θ_C; --pseudo-topk: Σ of sparse Δ) and
   // the outer step; the new parameters are applied now, or after the next round when overlapped.
   void exchange(int step, Meeting& m);
+  // edit: the penalty's outcome in the meeting (sites, not clique ranks); the clique's first
+  // member names the sites dropped on stderr.
+  void penalize(int step, Meeting& m, const localsgd::CliquePenalty::Outcome& out);
   void evaluate_mean_anchor(comm::Communicator& comm, const std::function<void()>& f);
 
   // --overlap-rounds 1: the last meeting's exchange, still in flight on the model clock.
@@ -130,7 +141,8 @@ class SiteTraining {
   bool overlap_ = false, started_ = false;
   std::size_t site_ = 0, meetings_ = 0;
   std::optional<FaultInjection> fault_;  // --inject-fault corrupt:SITE:STEP:SCALE, until it fires
-  std::optional<SparsePseudoGradient> sparse_;  // --pseudo-topk
+  std::optional<SparsePseudoGradient> sparse_;      // --pseudo-topk
+  std::optional<localsgd::CliquePenalty> penalty_;  // edit: EDiT's penalty by clique
   std::optional<SiteClock> clock_;
   double spread_ = 0, wall0_ = 0, excluded_ = 0;
   std::optional<double> ended_;  // MPI_Wtime less validation after the last step

@@ -1,9 +1,10 @@
 // Sparse pseudo-gradients over the WAN (--pseudo-topk f, docs/wan-train.md): at a meeting each
-// site sends the top f of its pseudo-gradient Δ_i = θ̄ − θ_i (with error feedback: what it did not
-// send is added to its next Δ) and the clique sums them with a sparse scheme (--sync, Zen by
-// default), exactly. The sum is a mean pseudo-gradient only against a common anchor, so every
-// round must be one clique of all sites (checked by SiteTraining). A site whose Δ holds a NaN or
-// an infinity sends nothing and the others share its weight. Private to src/train.
+// site sends the top f of its pseudo-gradient Δ_i = θ̄ − θ_i in every chunk of kChunk parameters
+// (with error feedback: what it did not send is added to its next Δ) and the clique sums them with
+// a sparse scheme (--sync, Zen by default), exactly. The sum is a mean pseudo-gradient only against
+// a common anchor, so every round must be one clique of all sites (checked by SiteTraining). A site
+// whose Δ holds a NaN or an infinity sends nothing and the others share its weight. Private to
+// src/train.
 #pragma once
 
 #include <torch/torch.h>
@@ -23,6 +24,8 @@ namespace atl::train {
 
 class SparsePseudoGradient {
  public:
+  static constexpr std::size_t kChunk = 4096;  // the top f is taken per chunk (topk_feedback.h)
+
   // `elements`: the parameters' count (< 2^32); `share`: f in (0, 1]; `scheme`: a sparse scheme's
   // name (sync/scheme.h).
   SparsePseudoGradient(std::size_t elements, double share, const std::string& scheme);

@@ -196,9 +196,14 @@ void record_site_step(nlohmann::json& j, const SiteTraining& sites,
   j["clique"] = meeting->clique;
   j["wan_s"] = meeting->wan_s;
   if (meeting->clique >= 0) j["exchange_bytes"] = meeting->bytes_sent;  // rank 0's site
-  if (!meeting->dropped.empty()) j["dropped"] = meeting->dropped;  // sites of rank 0's clique
+  if (!meeting->dropped.empty()) j["dropped"] = meeting->dropped;       // sites of rank 0's clique
   if (meeting->skipped) j["meeting_skipped"] = true;
   if (meeting->fault_fired) j["fault_injected"] = true;
+  if (meeting->clique >= 0 && sites.edit()) {   // EDiT's penalty in rank 0's clique
+    j["edit_dropped"] = meeting->edit_dropped;  // [layer, site] pairs
+    j["edit_skipped_layers"] = meeting->edit_skipped;
+    j["edit_weight_max"] = meeting->edit_weight_max;
+  }
 }
 
 // Rank 0 at the end: metrics closed, the loss plot.

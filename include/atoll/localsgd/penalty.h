@@ -111,6 +111,13 @@ struct PenaltyDecision {
   bool skip = false;                 // every worker is an outlier: no outer step for this layer
 };
 
+// The weights of one layer from the workers' norms and outlier flags: softmax(−n_i/T) over the
+// workers that are not outliers, 0 for outliers; skip when every worker is one. (LayerPenalty's
+// decision once its detectors have spoken; training across sites, where each site's own detector
+// flags its own norm.)
+PenaltyDecision penalty_weights(std::span<const double> norms, const std::vector<bool>& outlier,
+                                double temperature);
+
 // Penalty state for one layer over `workers` workers (every rank keeps the detectors of all the
 // workers of its sync group: it sees all their norms).
 class LayerPenalty {
