@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "atoll/localsgd/clique_penalty.h"
 #include "atoll/wan/mixing.h"
 #include "mpi_test_main.h"
 
@@ -99,6 +100,52 @@ TEST(CliqueSync, NonFiniteMemberDropped) {
   std::vector<float> theta{r, r};
   CliqueOuterState fine(theta);
   EXPECT_TRUE(fine.sync(all, theta, 1.0, 0.0).dropped.empty());
+}
+
+// EDiT's penalty by clique (atoll/localsgd/clique_penalty.h), 3 sites, one layer, hand values:
+// anchors (1, 1), θ_r = (1 − r, 1), so the norms are r and the weights softmax(−r) (T = 1);
+// θ_C = Σ w_j θ_j; with a clip the step is scaled; a NaN member is dropped in the layer.
+TEST(CliqueSync, PenaltyWeighsByNorms) {
+  if (g_comm->size() != 3) GTEST_SKIP() << "needs 3 ranks";
+  const int me = g_comm->rank();
+  auto all = clique_of({{0, 1, 2}});
+  using atl::localsgd::CliquePenalty;
+  atl::localsgd::PenaltyOptions options;
+  options.ewma_warmup = 5;  // warming up: no detection from the norms
+  const std::vector<CliquePenalty::Segment> layer0{{0, 2, 0}};
+  const double e1 = std::exp(-1.0), e2 = std::exp(-2.0);
+  const double pulled = (e1 + 2 * e2) / (1 + e1 + e2);  // Σ w_j·j: θ_C[0] = 1 − pulled
+  for (auto exchange :
+       {atl::localsgd::CliqueExchange::allreduce, atl::localsgd::CliqueExchange::full_mesh,
+        atl::localsgd::CliqueExchange::ring}) {
+    CliquePenalty penalty(layer0, 1, options);
+    CliqueOuterState state(std::vector<float>{1, 1});
+    std::vector<float> theta{1.0f - static_cast<float>(me), 1};
+    const auto out = penalty.meet(all, state, theta, 1.0, 0.0, exchange);
+    EXPECT_TRUE(out.dropped.empty());
+    EXPECT_NEAR(theta[0], 1.0 - pulled, 1e-6);
+    EXPECT_FLOAT_EQ(theta[1], 1.0f);
+    EXPECT_NEAR(out.max_weight, 1 / (1 + e1 + e2), 1e-12);
+  }
+  // --clip τ = pulled / 2: Δ = (pulled, 0) is halved.
+  options.clip = pulled / 2;
+  CliquePenalty clipped(layer0, 1, options);
+  CliqueOuterState state(std::vector<float>{1, 1});
+  std::vector<float> theta{1.0f - static_cast<float>(me), 1};
+  clipped.meet(all, state, theta, 1.0, 0.0, atl::localsgd::CliqueExchange::allreduce);
+  EXPECT_NEAR(theta[0], 1.0 - pulled / 2, 1e-5);
+  // Member 2's NaN: its norm is an outlier, the weights are softmax over members 0 and 1.
+  options.clip = 0;
+  CliquePenalty nan(layer0, 1, options);
+  CliqueOuterState nan_state(std::vector<float>{1, 1});
+  theta = {me == 2 ? NAN : 1.0f - static_cast<float>(me), 1};
+  const auto out = nan.meet(all, nan_state, theta, 1.0, 0.0, atl::localsgd::CliqueExchange::ring);
+  EXPECT_EQ(out.dropped, (std::vector<std::pair<std::size_t, int>>{{0, 2}}));
+  EXPECT_NEAR(theta[0], 1.0 - e1 / (1 + e1), 1e-6);
+  // Save and load give the same detectors.
+  CliquePenalty copy(layer0, 1, options);
+  copy.load(nan.save());
+  EXPECT_EQ(copy.save(), nan.save());
 }
 
 TEST(CliqueSync, TriadsReachConsensusWhenMixingSaysSo) {
