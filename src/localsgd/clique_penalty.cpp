@@ -81,8 +81,11 @@ CliquePenalty::Outcome CliquePenalty::meet(comm::Communicator& clique, CliqueOut
   // Δ = θ̄ − θ_C, clipped per layer; a skipped layer keeps its anchor and momentum.
   for (std::size_t i = 0; i < theta.size(); ++i) payload[i] = anchor[i] - payload[i];
   const auto delta_norms = norms_of({}, payload);
-  const auto saved_anchor = anchor;
-  const auto saved_momentum = state.momentum();
+  std::vector<float> saved_anchor, saved_momentum;  // only when some layer is skipped
+  if (!out.skipped.empty()) {
+    saved_anchor = anchor;
+    saved_momentum = state.momentum();
+  }
   for (const auto& s : segments_) {
     const auto c =
         static_cast<float>(LayerPenalty::clip_scale(delta_norms[s.layer], options_.clip));
