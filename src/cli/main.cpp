@@ -350,7 +350,8 @@ int main(int argc, char** argv) {
                         "diloco: data-parallel steps before local steps begin (not --warmup-steps, "
                         "the learning-rate warm-up)");
   train_cmd->add_option("--sync-seconds", tc.sync_seconds,
-                        "aedit: seconds of training time between synchronization rounds");
+                        "aedit: seconds of training time between synchronization rounds "
+                        "(with --topology: of each site's model clock)");
   train_cmd->add_option("--min-round-steps", tc.min_round_steps,
                         "aedit: skip a round in which all workers together took fewer local steps "
                         "since the last sync (default 1)");

@@ -100,7 +100,7 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
     try {
       if (sites) {  // across sites every site's model differs: its own file
         torch::serialize::InputArchive rank_ar;
-        read_rank_file(file, ar, comm.rank(), rank_ar);
+        own_step = static_cast<int>(read_rank_file(file, ar, comm.rank(), rank_ar));
         engine.load(rank_ar);
         sites->load(rank_ar);
       } else if (diloco) {  // θ̄ and momentum from the main file (sharded: this rank's share, from
@@ -139,7 +139,7 @@ int resume(Communicator& comm, const TrainConfig& cfg, Engine& engine, LocalSgd<
       throw CheckpointError(fmt::format("checkpoint {}: {}", file.string(), e.what()));
     }
     start = static_cast<int>(step);
-    if (!diloco) own_step = start;
+    if (!diloco && !sites) own_step = start;  // sites: its own file's (aedit: they differ)
     if (start > cfg.steps && cfg.strategy != "aedit") {  // aedit: rank 0's own step count
       throw CheckpointError(fmt::format("checkpoint {} is at step {}, beyond --steps {}",
                                         file.string(), start, cfg.steps));
@@ -193,6 +193,7 @@ void write_checkpoint_files(Communicator& comm, const TrainConfig& cfg, Engine& 
   std::function<void(torch::serialize::OutputArchive&)> own;
   std::uint64_t own_file_step = step;
   if (sites) {  // across sites every site its model, optimizer and site state
+    own_file_step = own_step;  // aedit: this site's own step count
     own = [&](auto& ar) {
       engine.save(ar);
       sites->save(ar);

@@ -108,11 +108,18 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
     }
     return std::nullopt;
   }
-  if (c.strategy != "diloco" && c.strategy != "edit" && c.strategy != "ddp") {
-    return fmt::format(
-        "--topology supports --strategy diloco, edit and ddp (aedit's time-based rounds across "
-        "sites are not built yet), not {}",
-        c.strategy);
+  if (c.strategy == "aedit") {  // rounds by the model clock, which every site must know
+    if (!(c.compute_s > 0)) {
+      return "--strategy aedit with --topology needs --compute-s (its rounds come by the model "
+             "clock, which every site must know to end the run at the same round)";
+    }
+    if (c.min_round_steps != 1) {
+      return "--min-round-steps applies to aedit without --topology (across sites every site "
+             "takes at least one step per round)";
+    }
+    if (c.step_weight != 0) {
+      return "--step-weight with --topology is not built yet (the clique's mean is unweighted)";
+    }
   }
   if (c.shard_group_size != 1) return "--topology with --shard-group-size > 1 is not built yet";
   if (c.topk > 0)
@@ -121,7 +128,7 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
     return fmt::format("--overlap-rounds {} must be 0 or 1 (rounds in flight)", c.overlap_rounds);
   }
   if (c.overlap_rounds != 0 && c.strategy == "ddp") {
-    return "--overlap-rounds applies to --strategy diloco and edit (ddp syncs every step)";
+    return "--overlap-rounds applies to --strategy diloco, edit and aedit (ddp syncs every step)";
   }
   if (!(c.pseudo_topk >= 0 && c.pseudo_topk <= 1)) {
     return fmt::format(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace atl::train {
 
@@ -12,12 +13,25 @@ SiteClock::SiteClock(std::vector<double> speeds, std::size_t self, double comput
       self_(self),
       compute_s_(compute_s) {}
 
-void SiteClock::local_step(double measured_s) {
+void SiteClock::local_step(double measured_s, bool local) {
   if (!known_everywhere()) {
     clocks_[self_] += measured_s / speeds_[self_];
     return;
   }
-  for (std::size_t j = 0; j < clocks_.size(); ++j) clocks_[j] += compute_s_ / speeds_[j];
+  for (std::size_t j = 0; j < clocks_.size(); ++j) {
+    const double steps = local && !local_share_.empty() ? local_share_[j] : 1.0;
+    clocks_[j] += steps * compute_s_ / speeds_[j];
+  }
+}
+
+void SiteClock::set_round_steps(const std::vector<std::int64_t>& round_steps) {
+  if (round_steps.size() != clocks_.size()) {
+    throw std::invalid_argument("round steps for " + std::to_string(round_steps.size()) +
+                                " sites, not " + std::to_string(clocks_.size()));
+  }
+  local_share_.clear();
+  for (auto s : round_steps)
+    local_share_.push_back(static_cast<double>(s) / static_cast<double>(round_steps[self_]));
 }
 
 double SiteClock::meet(const wan::ResolvedRound& round, const std::vector<double>& exchange_s,

@@ -24,8 +24,12 @@ class SiteClock {
   double now() const { return clocks_[self_]; }
   bool known_everywhere() const { return compute_s_ > 0; }
 
-  // One local step at every site (compute_s / speed), or at this one (measured_s / speed).
-  void local_step(double measured_s);
+  // One step at every site (compute_s / speed), or at this one (measured_s / speed). A local step
+  // (`local`) under aedit, where site j takes round_steps[j] local steps per round: for each of
+  // this site's, site j's clock advances by round_steps[j]/round_steps[self] of its steps, so
+  // that at every meeting it has advanced by its own round's compute.
+  void local_step(double measured_s, bool local = false);
+  void set_round_steps(const std::vector<std::int64_t>& round_steps);
   // The meetings of one round: exchange_s[c] is clique c's time; `mine` this site's clique (−1:
   // idle), `clique` its communicator (used only with a measured clock). Overlapped, a member's
   // exchange ends in the background and land() waits for it. Returns the end of this site's
@@ -45,6 +49,7 @@ class SiteClock {
  private:
   std::vector<double> clocks_, speeds_;
   std::vector<double> in_flight_;  // per site: the end of its overlapped exchange (< 0: none)
+  std::vector<double> local_share_;  // per site: its local steps per one of this site's
   std::size_t self_;
   double compute_s_;
 };

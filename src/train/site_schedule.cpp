@@ -144,9 +144,11 @@ std::string SiteTraining::describe() const {
 }
 
 std::string SiteTraining::fingerprint() const {
-  return fmt::format("schedule {}, {} round(s), rounds hash {:016x}, overlap rounds {}{}",
+  return fmt::format("schedule {}, {} round(s), rounds hash {:016x}, overlap rounds {}{}{}",
                      schedule_name_, rounds_.size(), std::hash<std::string>{}(describe()),
-                     overlap_ ? 1 : 0, sparse_ ? ", sparse pseudo-gradients" : "");
+                     overlap_ ? 1 : 0, sparse_ ? ", sparse pseudo-gradients" : "",
+                     timed_ ? fmt::format(", aedit steps per round {}", fmt::join(round_steps_, " "))
+                            : "");
 }
 
 }  // namespace atl::train

@@ -100,8 +100,20 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
     problem = e.what();
   }
   comm.agree(problem);
+  // Steps per round: H for every site; aedit, as many as fit in --sync-seconds of the site's
+  // model clock (a slower site takes fewer), at least one.
+  round_steps_.assign(topology_.size(), cfg.sync_every);
+  if (cfg.strategy == "aedit") {
+    timed_ = true;
+    for (std::size_t j = 0; j < speeds.size(); ++j) {
+      const double fit = cfg.sync_seconds * speeds[j] / cfg.compute_s;
+      round_steps_[j] = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(fit - 1e-9)));
+    }
+    every_ = static_cast<int>(round_steps_[site_]);
+  }
   clock_.emplace(std::move(speeds), site_, cfg.compute_s);
-  if (cfg.strategy == "edit" && cfg.penalty) {  // each unit's runs of the flat parameters
+  if (timed_) clock_->set_round_steps(round_steps_);
+  if ((cfg.strategy == "edit" || cfg.strategy == "aedit") && cfg.penalty) {  // each unit's runs of the flat parameters
     std::vector<localsgd::CliquePenalty::Segment> segments;
     std::size_t at = 0;
     for (const auto& p : engine.model->named_parameters()) {
@@ -117,7 +129,19 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
   build_schedule(cfg, comm);
 }
 
-void SiteTraining::charge_compute(double measured_s) { clock_->local_step(measured_s); }
+void SiteTraining::charge_compute(int step, double measured_s) {
+  clock_->local_step(measured_s, is_local(step));
+}
+
+std::int64_t SiteTraining::steps_of(std::size_t site) const {
+  return warmup_ + static_cast<std::int64_t>(meetings_) * round_steps_[site];
+}
+
+std::int64_t SiteTraining::batches() const {
+  std::int64_t b = 0;
+  for (std::size_t j = 0; j < round_steps_.size(); ++j) b += steps_of(j);
+  return b;
+}
 
 void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes) {
   const auto n = topology_.size();

@@ -1,6 +1,7 @@
 // Training across sites (docs/wan-train.md): `atoll train --topology FILE` makes each rank one
 // site of the planner's topology. Under diloco (and edit, with EDiT's penalty over each clique's
-// members: atoll/localsgd/clique_penalty.h), the sites take H local steps, then meet in the
+// members: atoll/localsgd/clique_penalty.h), the sites take H local steps (aedit: as many as fit
+// in --sync-seconds of the site's model clock, so a slow site takes fewer), then meet in the
 // cliques of the schedule's current round (a periodic schedule: planned by the planner for the
 // model's real payload, all-to-all, or read from a file) and average by clique
 // (atoll/localsgd/clique_sync.h: each site its own anchor θ̄_i and outer momentum); a site in no
@@ -51,7 +52,7 @@ class SiteTraining {
   std::string fingerprint() const;
 
   // Local work of one step on the model clock: --compute-s, or `measured_s`, over the site speed.
-  void charge_compute(double measured_s);
+  void charge_compute(int step, double measured_s);
   // A ddp step's collectives on the model clock (collective: every site leaves at the latest
   // arrival plus their time); `embedding_bytes`: what this rank's sparse sync sent.
   void charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes);
@@ -82,6 +83,15 @@ class SiteTraining {
   // Before a step: the anchors are taken from the (identical) replicas when local steps begin.
   void begin_step(int step);
   bool is_local(int step) const { return local_sgd_ && step > warmup_; }
+  // aedit: a round when --sync-seconds of the site's model clock have passed (with --compute-s
+  // and --site-speed every site's steps per round are known everywhere, so every site ends the
+  // run at the same round); diloco and edit: every H steps.
+  bool timed() const { return timed_; }
+  const std::vector<std::int64_t>& round_steps() const { return round_steps_; }
+  // The steps `site` has taken after the meetings so far, and all sites' sum (the batches they
+  // have trained: aedit's measure of progress, as RunPlan::at_round takes it).
+  std::int64_t steps_of(std::size_t site) const;
+  std::int64_t batches() const;
   bool edit() const { return penalty_.has_value(); }
 
   // Runs f with the model set to the mean over all sites of their anchors θ̄_i (the replicas,
@@ -138,7 +148,8 @@ class SiteTraining {
   bool local_sgd_ = false;
   int warmup_ = 0, every_ = 1;
   double outer_lr_ = 0, outer_momentum_ = 0;
-  bool overlap_ = false, started_ = false;
+  bool overlap_ = false, started_ = false, timed_ = false;
+  std::vector<std::int64_t> round_steps_;  // per site: local steps per round
   std::size_t site_ = 0, meetings_ = 0;
   std::optional<FaultInjection> fault_;  // --inject-fault corrupt:SITE:STEP:SCALE, until it fires
   std::optional<SparsePseudoGradient> sparse_;      // --pseudo-topk

@@ -199,6 +199,7 @@ void record_site_step(nlohmann::json& j, const SiteTraining& sites,
   if (!meeting->dropped.empty()) j["dropped"] = meeting->dropped;       // sites of rank 0's clique
   if (meeting->skipped) j["meeting_skipped"] = true;
   if (meeting->fault_fired) j["fault_injected"] = true;
+  if (sites.timed()) j["batches"] = sites.batches();  // aedit: all sites' steps so far
   if (meeting->clique >= 0 && sites.edit()) {   // EDiT's penalty in rank 0's clique
     j["edit_dropped"] = meeting->edit_dropped;  // [layer, site] pairs
     j["edit_skipped_layers"] = meeting->edit_skipped;

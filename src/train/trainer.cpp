@@ -12,6 +12,7 @@
 #include "atoll/train/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -192,6 +193,14 @@ void TrainRun<Index>::begin() {
   if (sites_ && leader_ && !cfg_.quiet) {
     fmt::print("  {} sites of {}: {}\n", sites_->topology().size(), cfg_.topology,
                sites_->describe());
+    if (sites_->timed()) {
+      std::vector<std::string> steps;
+      for (std::size_t j = 0; j < sites_->round_steps().size(); ++j)
+        steps.push_back(fmt::format("{} {}", sites_->topology().site(j).code,
+                                    sites_->round_steps()[j]));
+      fmt::print("  aedit: local steps per round ({} s of each site's model clock): {}\n",
+                 cfg_.sync_seconds, fmt::join(steps, ", "));
+    }
   }
   report_.unigram_ppl = unigram_perplexity(comm_, data_.vocab, val_windows_, cfg_.model.seq_len);
   if (start_ == 0 && cfg_.eval_every > 0) {
@@ -313,8 +322,9 @@ bool TrainRun<Index>::step(int step) {
       report_.print_progress(step, mean_loss, eval_now ? &last_.loss : nullptr);
   }
   if (checkpoint_now) {  // aedit: named after rank 0's step count
-    const int name =
-        timed_ && local_step ? static_cast<int>(diloco_->last_round()->local_steps[0]) : step;
+    const int name = !timed_ || !local_step ? step
+                     : sites_             ? static_cast<int>(sites_->steps_of(0))
+                                          : static_cast<int>(diloco_->last_round()->local_steps[0]);
     save_checkpoint(comm_, outer_, cfg_, engine_, diloco_, sites_ ? &*sites_ : nullptr, this_run_,
                     name, step);
   }
@@ -326,9 +336,11 @@ template <class Index>
 void TrainRun<Index>::outer_sync(int step, bool local_step, const RowGradient& rows, StepPlan& now,
                                  bool& synced, std::optional<SiteTraining::Meeting>& meeting) {
   if (sites_) {  // the model clock; diloco's meetings in the schedule's cliques
-    sites_->charge_compute(timer_.seconds("model") + timer_.seconds("optimizer"));
+    sites_->charge_compute(step, timer_.seconds("model") + timer_.seconds("optimizer"));
     if (!local_step) sites_->charge_ddp_step(comm_, ddp_->embedding_result().stats.bytes_sent());
     meeting = sites_->end_local_step(step);
+    // aedit: the sites' step counts differ; validation, checkpoints and the end come at a round.
+    if (timed_ && local_step) now = meeting ? plan_->at_round(sites_->batches()) : StepPlan{};
     if (now.last) sites_->finish();  // an overlapped exchange lands before the last validation
     synced = meeting && meeting->clique >= 0;
   }

@@ -4,7 +4,8 @@
 # small FPGA memory (rotating triads) every meeting follows the period's rounds, the model clock
 # advances by the round model, and the sites' anchors differ between meetings (clique averaging,
 # not global); ddp across the WAN costs more model time than co-located ddp; bad input errors on
-# every rank; sparse pseudo-gradients (--pseudo-topk) sum exactly and send far fewer bytes.
+# every rank; sparse pseudo-gradients (--pseudo-topk) sum exactly and send far fewer bytes; aedit
+# takes as many steps per round as fit in the period of each site's model clock.
 # usage: sites_test.sh ATOLL_BINARY
 set -uo pipefail
 atoll=$1
@@ -151,6 +152,40 @@ else
   fail "edit resume across sites: ${msg:-?} ${msg2:-?}"
 fi
 
+# 2f. aedit across sites: a round when --sync-seconds of each site's model clock have passed. With
+# every site at speed 1 and 0.3 s = 3 steps of 0.1 s it is edit (all-to-all, site 2 dropped at
+# step 9). With Hong Kong at half speed on rotating triads it takes 2 steps per round, the others
+# 3, so a round costs less model time than edit's (which waits for its 3 slow steps); resumed from
+# the checkpoint named after site 0's step 9, it continues exactly.
+ae=(--steps 12 --strategy aedit --sync-seconds 0.3 --eval-every 6 --ewma-warmup 2
+  --anomaly-threshold 50 --topology "$cities" --compute-s 0.1)
+site aedit-a2a "${ae[@]}" --clip 5 --inject-fault corrupt:2:9:1000 --schedule all-to-all
+check "aedit across sites at equal speeds == edit (all-to-all, site 2 dropped at step 9)" \
+  "$tmp/edit-a2a" "$tmp/aedit-a2a"
+tri=(--egress-gbps 1 --ingress-gbps 1 --fpga-memory 262144 --site-speed HKG:0.5)
+site aedit-slow "${ae[@]}" "${tri[@]}" --checkpoint-every 6 --keep-checkpoints 5
+site aedit-resumed "${ae[@]}" "${tri[@]}" --checkpoint-every 6 --keep-checkpoints 5 \
+  --resume-from "$tmp/aedit-slow/checkpoints/step-00000009.ckpt"
+site edit-slow "${ep[@]}" --site-speed HKG:0.5
+python3 - "$tmp/aedit-slow" "$tmp/edit-slow" "$tmp/aedit-resumed" <<'PY' || fail "aedit sites"
+import json, sys
+a, e, r = ([json.loads(x) for x in open(d + "/metrics.jsonl")] for d in sys.argv[1:])
+meets = [j for j in a if "round" in j]
+# 9 sites, Hong Kong 2 steps per round, 8 sites 3: 26 batches a round, until 12 x 9 = 108.
+assert [j["batches"] for j in meets] == [26, 52, 78, 104, 130], meets
+assert [j["step"] for j in meets] == [3, 6, 9, 12, 15], "site 0 takes 3 steps per round"
+per_round = meets[-1]["sim_time_s"] / len(meets)
+em = [j for j in e if "round" in j]
+edit_round = em[-1]["sim_time_s"] / len(em)
+assert per_round < edit_round - 0.1, (per_round, edit_round)
+later = lambda m: {(j["step"], j.get("loss"), j.get("val_loss"), j["sim_time_s"]) for j in m
+                   if j["step"] > 9}
+assert later(a) == later(r) and len(later(r)) == 6, (later(a) ^ later(r))
+print(f"ok   aedit with Hong Kong at half speed: 2 steps per round there, 3 elsewhere; "
+      f"{per_round:.3f} s of model time per round (edit: {edit_round:.3f} s); resumed at step 9: "
+      "the same losses and clock")
+PY
+
 # 3. ddp: every step pays its collectives on the model clock; across the WAN more than in one
 # building.
 site ddp-wan --steps 4 --eval-every 4 --topology "$cities" --egress-gbps 1 --ingress-gbps 1 \
@@ -192,7 +227,7 @@ expect_error schedule-alone "--schedule applies with --topology" "${common[@]}" 
   --schedule all-to-all
 expect_error overlap-2 "--overlap-rounds 2 must be 0 or 1" "${common[@]}" --strategy diloco \
   --topology "$cities" --overlap-rounds 2
-expect_error overlap-ddp "--overlap-rounds applies to --strategy diloco and edit" "${common[@]}" \
+expect_error overlap-ddp "--overlap-rounds applies to --strategy diloco, edit and aedit" "${common[@]}" \
   --topology "$cities" --overlap-rounds 1
 schedule "$tmp/pairs.txt" pairs "A B C" round "clique unicast A B" round "clique unicast B C"
 EXPECT_NP=3 expect_error pseudo-topk-cliques "--pseudo-topk needs a common anchor" \
@@ -205,7 +240,9 @@ expect_error pseudo-topk-fpga "--transport multicast_fpga does not apply" "${com
   --strategy diloco --topology "$cities" --pseudo-topk 0.01 --transport multicast_fpga
 expect_error topk-sites "--topology with --topk is not built yet" "${common[@]}" \
   --topology "$cities" --topk 0.01
-expect_error aedit-sites "--topology supports --strategy diloco, edit and ddp" "${common[@]}" \
+expect_error aedit-sites "--strategy aedit with --topology needs --compute-s" "${common[@]}" \
   --strategy aedit --sync-seconds 1 --topology "$cities"
+expect_error aedit-step-weight "--step-weight with --topology is not built yet" "${common[@]}" \
+  --strategy aedit --sync-seconds 1 --topology "$cities" --compute-s 0.1 --step-weight 0.5
 
 [ "$failures" -eq 0 ] || exit 1

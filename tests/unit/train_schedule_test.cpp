@@ -1,5 +1,5 @@
 // The trainer's schedule parts free of communication: --inject-fault parsing and slowdowns,
-// the run plan (validation, checkpoints, the end) and aedit's round clock.
+// the run plan (validation, checkpoints, the end), aedit's round clock and the sites' model clock.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 
 #include "faults.h"
 #include "run_plan.h"
+#include "site_clock.h"
 #include "timed_rounds.h"
 
 namespace atl::train {
@@ -166,6 +167,22 @@ TEST(TimedRounds, SavesAndLoadsItsClockAndCounters) {
   EXPECT_THROW(back.load(std::vector<double>{1, 2, 3}), std::invalid_argument);
   EXPECT_THROW(back.load(std::vector<double>{1, -2, 3, 4}), std::invalid_argument);
   EXPECT_THROW(back.load(std::vector<double>{NAN, 2, 3, 4}), std::invalid_argument);
+}
+
+// aedit across sites: site 1 at half speed takes 2 local steps per round, sites 0 and 2 take 3;
+// site 0's copy of every clock has advanced by each site's own round of compute after its 3.
+TEST(SiteClock, LocalStepsAdvanceEachSiteByItsOwnRound) {
+  SiteClock clock({1.0, 0.5, 1.0}, 0, 0.1);
+  clock.local_step(0, false);  // a data-parallel warm-up step: one step everywhere
+  clock.set_round_steps({3, 2, 3});
+  for (int i = 0; i < 3; ++i) clock.local_step(0, true);
+  const auto s = clock.state();  // clocks, then exchanges in flight
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_NEAR(s[0], 0.1 + 0.3, 1e-12);
+  EXPECT_NEAR(s[1], 0.2 + 0.4, 1e-12);  // 2 steps of 0.2 s, not 3
+  EXPECT_NEAR(s[2], 0.1 + 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(clock.now(), s[0]);
+  EXPECT_THROW(clock.set_round_steps({3, 2}), std::invalid_argument);
 }
 
 }  // namespace
