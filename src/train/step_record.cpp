@@ -188,7 +188,7 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
 // Training across sites: the model clock, and a meeting's round, this site's clique (−1: idle)
 // and its WAN time (rank 0's site).
 void record_site_step(nlohmann::json& j, const SiteTraining& sites,
-                      const std::optional<SiteTraining::Meeting>& meeting) {
+                      const std::optional<SiteTraining::Meeting>& meeting, double batch_tokens) {
   j["sim_time_s"] = sites.clock();
   j["wall_s"] = sites.wall();  // simulated under SMPI (the model clock's cross-check)
   if (!meeting) return;
@@ -199,7 +199,10 @@ void record_site_step(nlohmann::json& j, const SiteTraining& sites,
   if (!meeting->dropped.empty()) j["dropped"] = meeting->dropped;       // sites of rank 0's clique
   if (meeting->skipped) j["meeting_skipped"] = true;
   if (meeting->fault_fired) j["fault_injected"] = true;
-  if (sites.timed()) j["batches"] = sites.batches();  // aedit: all sites' steps so far
+  if (sites.timed()) {  // aedit: all sites' steps so far
+    j["batches"] = sites.batches();
+    j["tokens"] = static_cast<double>(sites.batches()) * batch_tokens;
+  }
   if (meeting->clique >= 0 && sites.edit()) {   // EDiT's penalty in rank 0's clique
     j["edit_dropped"] = meeting->edit_dropped;  // [layer, site] pairs
     j["edit_skipped_layers"] = meeting->edit_skipped;

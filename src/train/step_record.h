@@ -51,7 +51,7 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
 // Training across sites: the model clock, and a meeting's round, this site's clique (−1: idle)
 // and its WAN time (rank 0's site).
 void record_site_step(nlohmann::json& j, const SiteTraining& sites,
-                      const std::optional<SiteTraining::Meeting>& meeting);
+                      const std::optional<SiteTraining::Meeting>& meeting, double batch_tokens);
 
 // The state a rank holds, in bytes (the largest over ranks: the model's parameters, the inner
 // optimizers' state, local SGD's θ̄ + outer momentum + Δ) and the largest peak RSS of a rank's

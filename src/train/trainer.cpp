@@ -308,7 +308,7 @@ bool TrainRun<Index>::step(int step) {
   StepFacts facts{
       step, local_step, synced, mean_loss, lr, delay_s, bytes_sent() - bytes0, rows.rows.size()};
   nlohmann::json j = step_metrics(cfg_, timer_, facts, *ddp_, diloco_, report_, leader_);
-  if (sites_) record_site_step(j, *sites_, meeting);
+  if (sites_) record_site_step(j, *sites_, meeting, report_.tokens_per_step / world_);
   if (nonfinite) j["nonfinite"] = {{"rank", nonfinite->rank}, {"tensor", nonfinite->tensor}};
   if (step == own_start_ + 1 && !cfg_.inject_fault.empty()) j["inject_fault"] = cfg_.inject_fault;
   if (step == own_start_ + 1 && saved_world_ > 0 && saved_world_ != world_) {  // elastic resume

@@ -3,19 +3,29 @@
 # address,undefined): builds the MPI and unit tests with -fsanitize=LIST into build-asan/
 # (build-tsan/ for thread) and runs them there: the unit tests, the golden tests (mpirun np 1-5),
 # the communicator tests (with the collective watchdog's thread on) and the clique tests.
-# Open MPI's own allocations kept past MPI_Finalize are suppressed by lsan.supp beside this file
-# (docs/reliability.md). atoll's own binary (it links LibTorch) is not built here.
-# usage: tests/sanitize/run.sh LIST [CTEST ARGS...]   (after scripts/build)
+# `--cli` (first argument after LIST) also builds the atoll binary there, LibTorch trainer
+# included, and runs the CLI tests on it (bad input on every subcommand, plan): about 15 more
+# minutes of build and 15 of tests on 2 cores, so CI's `sanitize` does not (docs/results/
+# reliability.md). Open MPI's own allocations kept past MPI_Finalize are suppressed by lsan.supp
+# beside this file (docs/reliability.md).
+# usage: tests/sanitize/run.sh LIST [--cli] [CTEST ARGS...]   (after scripts/build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-sanitize=${1:?usage: tests/sanitize/run.sh address,undefined|thread [CTEST ARGS...]}
+sanitize=${1:?usage: tests/sanitize/run.sh address,undefined|thread [--cli] [CTEST ARGS...]}
 shift
 [[ $sanitize =~ ^[a-z,]+$ ]] || { echo "sanitize: bad sanitizer list '$sanitize'" >&2; exit 2; }
 build=$root/build-asan
 [ "$sanitize" = thread ] && build=$root/build-tsan
+targets=(atoll-unit-tests atoll-golden-tests atoll-comm-tests atoll-clique-tests)
+mpi_tests='golden_np[1-5]|comm_np[0-9]+|clique_np[0-9]+'
+if [ "${1:-}" = --cli ]; then
+  shift
+  targets+=(atoll make_test_traces)
+  mpi_tests+='|cli_bad_input|cli_plan'
+fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DATOLL_SANITIZE="$sanitize" >/dev/null
-ninja -C "$build" -j 2 atoll-unit-tests atoll-golden-tests atoll-comm-tests atoll-clique-tests
+ninja -C "$build" -j 2 "${targets[@]}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export LSAN_OPTIONS=suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -26,6 +36,8 @@ status=0
 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 900 -R '^unit$' "$@" || status=1
 # Under mpirun: full stacks (the slow unwinder), so that Open MPI's allocations are known by their
 # libraries in lsan.supp.
-ASAN_OPTIONS=fast_unwind_on_malloc=0:detect_leaks=1 ctest --output-on-failure --timeout 900 \
-  -R '^(golden_np[1-5]|comm_np[0-9]+|clique_np[0-9]+)$' "$@" || status=1
+# (The atoll binary: every process's LibTorch start-up allocations are unwound the slow way, which
+# makes a command about 15x slower: `atoll plan` 12.6 s against 0.8 s.)
+ASAN_OPTIONS=fast_unwind_on_malloc=0:detect_leaks=1 ctest --output-on-failure --timeout 1800 \
+  -R "^($mpi_tests)\$" "$@" || status=1
 exit $status
