@@ -39,7 +39,9 @@ std::vector<double> CliquePenalty::norms_of(std::span<const float> anchor,
 
 CliquePenalty::Outcome CliquePenalty::meet(comm::Communicator& clique, CliqueOuterState& state,
                                            std::span<float> theta, double lr, double momentum,
-                                           CliqueExchange exchange) {
+                                           CliqueExchange exchange,
+                                           std::span<const std::uint64_t> member_steps,
+                                           double step_weight) {
   const auto& anchor = state.anchor();
   if (theta.size() != anchor.size()) {
     throw std::invalid_argument("clique penalty: the parameters' size differs from the anchor's");
@@ -61,7 +63,8 @@ CliquePenalty::Outcome CliquePenalty::meet(comm::Communicator& clique, CliqueOut
       norms[m] = all[m * 2 * L + l];
       outlier[m] = all[m * 2 * L + L + l] != 0.0;
     }
-    const auto d = penalty_weights(norms, outlier, options_.weight_temperature);
+    auto d = penalty_weights(norms, outlier, options_.weight_temperature);
+    if (step_weight > 0) d.weights = apply_step_weighting(d, member_steps, step_weight);
     for (auto m : d.dropped) out.dropped.emplace_back(l, static_cast<int>(m));
     if (d.skip) {
       out.skipped.push_back(l);

@@ -117,8 +117,9 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
       return "--min-round-steps applies to aedit without --topology (across sites every site "
              "takes at least one step per round)";
     }
-    if (c.step_weight != 0) {
-      return "--step-weight with --topology is not built yet (the clique's mean is unweighted)";
+    if (c.step_weight != 0 && !c.penalty) {
+      return "--step-weight with --topology weighs EDiT's penalty weights: it needs the penalty "
+             "(not --no-penalty)";
     }
   }
   if (c.shard_group_size != 1) return "--topology with --shard-group-size > 1 is not built yet";

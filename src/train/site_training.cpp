@@ -83,6 +83,7 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
       outer_momentum_(cfg.outer_momentum),
       overlap_(cfg.overlap_rounds > 0),
       site_(static_cast<std::size_t>(comm.rank())),
+      step_weight_(cfg.step_weight),
       fault_(parse_faults(cfg.inject_fault).corrupt),
       world_(comm) {
   payload_bytes_ = static_cast<double>(params_.elements() * sizeof(float));
@@ -236,7 +237,11 @@ void SiteTraining::exchange(int step, Meeting& m) {
                           ? localsgd::CliqueExchange::ring
                           : localsgd::CliqueExchange::allreduce;
     if (penalty_) {
-      penalize(step, m, penalty_->meet(clique, *state_, theta, outer_lr_, outer_momentum_, kind));
+      std::vector<std::uint64_t> steps;  // aedit --step-weight: the members' steps per round
+      for (auto site : entry.sites) steps.push_back(round_steps_[site]);
+      penalize(step, m,
+               penalty_->meet(clique, *state_, theta, outer_lr_, outer_momentum_, kind, steps,
+                              step_weight_));
     } else {
       met = state_->sync(clique, theta, outer_lr_, outer_momentum_, kind);
     }

@@ -151,6 +151,7 @@ class SiteTraining {
   bool overlap_ = false, started_ = false, timed_ = false;
   std::vector<std::int64_t> round_steps_;  // per site: local steps per round
   std::size_t site_ = 0, meetings_ = 0;
+  double step_weight_ = 0;               // aedit --step-weight r
   std::optional<FaultInjection> fault_;  // --inject-fault corrupt:SITE:STEP:SCALE, until it fires
   std::optional<SparsePseudoGradient> sparse_;      // --pseudo-topk
   std::optional<localsgd::CliquePenalty> penalty_;  // edit: EDiT's penalty by clique

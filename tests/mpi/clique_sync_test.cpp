@@ -127,6 +127,15 @@ TEST(CliqueSync, PenaltyWeighsByNorms) {
     EXPECT_FLOAT_EQ(theta[1], 1.0f);
     EXPECT_NEAR(out.max_weight, 1 / (1 + e1 + e2), 1e-12);
   }
+  // aedit --step-weight 0.5 with steps (2, 1, 1): w'_j = w_j / 2 + s_j / 8.
+  {
+    CliquePenalty penalty(layer0, 1, options);
+    CliqueOuterState state(std::vector<float>{1, 1});
+    std::vector<float> theta{1.0f - static_cast<float>(me), 1};
+    const std::vector<std::uint64_t> steps{2, 1, 1};
+    penalty.meet(all, state, theta, 1.0, 0.0, atl::localsgd::CliqueExchange::full_mesh, steps, 0.5);
+    EXPECT_NEAR(theta[0], 1.0 - (pulled / 2 + (0 * 2 + 1 * 1 + 2 * 1) / 8.0), 1e-6);
+  }
   // --clip τ = pulled / 2: Δ = (pulled, 0) is halved.
   options.clip = pulled / 2;
   CliquePenalty clipped(layer0, 1, options);

@@ -242,7 +242,8 @@ expect_error topk-sites "--topology with --topk is not built yet" "${common[@]}"
   --topology "$cities" --topk 0.01
 expect_error aedit-sites "--strategy aedit with --topology needs --compute-s" "${common[@]}" \
   --strategy aedit --sync-seconds 1 --topology "$cities"
-expect_error aedit-step-weight "--step-weight with --topology is not built yet" "${common[@]}" \
-  --strategy aedit --sync-seconds 1 --topology "$cities" --compute-s 0.1 --step-weight 0.5
+expect_error aedit-step-weight "--step-weight with --topology weighs EDiT's penalty weights" \
+  "${common[@]}" --strategy aedit --sync-seconds 1 --topology "$cities" --compute-s 0.1 \
+  --step-weight 0.5 --no-penalty
 
 [ "$failures" -eq 0 ] || exit 1

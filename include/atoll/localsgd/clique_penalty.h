@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -40,9 +41,12 @@ class CliquePenalty {
     double max_weight = 0;                             // mean over layers of the largest weight
   };
   // One meeting of this site's clique (collective over `clique`): the weights, θ_C, the clipped
-  // outer step on `state` and theta := θ̄. A clique of one site changes nothing.
+  // outer step on `state` and theta := θ̄. A clique of one site changes nothing. A-EDiT's
+  // --step-weight r: `member_steps` (by clique rank, the same on every member) reweighs each
+  // layer's weights by the members' local steps (apply_step_weighting in penalty.h).
   Outcome meet(comm::Communicator& clique, CliqueOuterState& state, std::span<float> theta,
-               double lr, double momentum, CliqueExchange exchange);
+               double lr, double momentum, CliqueExchange exchange,
+               std::span<const std::uint64_t> member_steps = {}, double step_weight = 0);
 
   std::size_t layers() const { return detectors_.size(); }
   // Flat state: [layers, then one EwmaAnomalyDetector record per layer]. load() throws
