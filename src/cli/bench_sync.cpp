@@ -6,11 +6,13 @@
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "../train/faults.h"  // --inject-fault's parser (torch-free, in atoll_core)
 #include "atoll/cli/commands.h"
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/trace.h"
+#include "atoll/sync/network_probe.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/util/fault_point.h"
 #include "atoll/util/memory.h"
@@ -117,6 +119,43 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// --breakdown: each phase of the last timed call (time, bytes: max over ranks) beside the
+// network-only time of its bytes on the probed links; their sum is the scheme's network bound.
+nlohmann::json breakdown(Communicator& comm, const sync::SyncStats& st, const cost::Network& net,
+                         double time_s) {
+  nlohmann::json phases = nlohmann::json::array();
+  double bound = 0;
+  for (const auto& p : sync::max_phase_stats(comm, st)) {
+    const double network_s = sync::network_only_time(net, p.bytes_sent, p.bytes_received);
+    bound += network_s;
+    phases.push_back({{"phase", p.name},
+                      {"time_s", p.time_s},
+                      {"bytes_sent_max", p.bytes_sent},
+                      {"bytes_received_max", p.bytes_received},
+                      {"network_s", network_s}});
+  }
+  return {{"phases", phases},
+          {"network_bound_s", bound},
+          {"network_ratio", bound > 0 ? time_s / bound : 0.0},
+          {"network_latency_s", net.latency_s},
+          {"network_bandwidth_bytes_per_s", net.bandwidth_bytes_per_s}};
+}
+
+void print_breakdown(const nlohmann::json& r) {
+  for (const auto& p : r["phases"]) {
+    const double t = p["time_s"], n = p["network_s"];
+    std::cout << fmt::format("    {:<12} {:>9.3f} ms  network {:>9.3f} ms  {:>7}  sent {:.3f} MB\n",
+                             p["phase"].get<std::string>(), 1e3 * t, 1e3 * n,
+                             n > 0 ? fmt::format("{:.2f}x", t / n) : "-",
+                             p["bytes_sent_max"].get<double>() / 1e6);
+  }
+  const double bound = r["network_bound_s"];
+  std::cout << fmt::format(
+      "    total (median) {:.3f} ms against a network bound of {:.3f} ms: {}\n",
+      1e3 * r["time_s"].get<double>(), 1e3 * bound,
+      bound > 0 ? fmt::format("{:.2f}x", r["network_ratio"].get<double>()) : "no bytes moved");
+}
+
 double imbalance(Communicator& comm, std::uint64_t load) {
   const double mx = comm.allreduce_value<double>(static_cast<double>(load), ReduceOp::max);
   const double sum = comm.allreduce_value<double>(static_cast<double>(load), ReduceOp::sum);
@@ -156,6 +195,10 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     comm.allreduce<float>(reference, ReduceOp::sum);
     comm.allreduce<float>(magnitude, ReduceOp::sum);
   }
+
+  // --breakdown: the links' α and b, probed once on this platform, outside timing.
+  std::optional<cost::Network> net;
+  if (o.breakdown) net = sync::probe_network(comm);
 
   nlohmann::json rows = nlohmann::json::array();
   bool all_ok = true;
@@ -229,6 +272,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     nlohmann::json phases = nlohmann::json::object();
     for (const auto& [phase, seconds] : sync::max_phase_times(comm, st)) phases[phase] = seconds;
     row["phase_time_s"] = phases;
+    if (net) row.update(breakdown(comm, st, *net, median(times)));
     if (!st.chosen.empty()) {
       row["chosen"] = st.chosen;
       row["reason"] = st.reason;
@@ -262,6 +306,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         std::cout << fmt::format("  auto chose {}: {}\n", r["chosen"].get<std::string>(),
                                  r["reason"].get<std::string>());
       }
+      if (r.contains("network_bound_s")) print_breakdown(r);
     }
   }
   return all_ok ? 0 : 3;

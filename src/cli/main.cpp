@@ -154,6 +154,9 @@ int main(int argc, char** argv) {
                        "write each rank's gradient to this directory as a trace (step 0)");
   sync_cmd->add_flag("--verify", bench.verify, "check every result against the dense reference");
   sync_cmd->add_flag("--json", bench.json, "one JSON object per scheme per line");
+  sync_cmd->add_flag("--breakdown", bench.breakdown,
+                     "each phase's time beside the network-only time of its bytes (alpha-beta "
+                     "probed on the links) and the total against that bound");
   sync_cmd->add_option("--inject-fault", bench.inject_fault,
                        "experiments: kill:RANK:PHASE:STEP or stop:RANK:PHASE:STEP makes RANK "
                        "raise SIGKILL or SIGSTOP at a scheme's PHASE (push, aggregate, pull, ...) "

@@ -1,7 +1,7 @@
 // `auto`: picks a scheme per call from measured characteristics with the alpha-beta cost model
 // (cost_model.h: Zen's Eq. 1 and Eq. 2 plus latency and the baselines' models).
-// - Network: α and b measured once by a ping-pong of 8 B and 1 MiB between rank pairs (r XOR 1),
-//   all pairs at once, slowest pair taken (simulated network under SMPI).
+// - Network: α and b measured once (atoll/sync/network_probe.h: ping-pongs of 8 B and 1 MiB
+//   between rank pairs, slowest pair taken; the simulated network under SMPI).
 // - Sparsity: each call, every rank samples its indices by a hash shared by all ranks (an index is
 //   sampled on every rank or on none), so unions of samples estimate unions of index sets without
 //   bias: γ_{2^i} over the aligned groups recursive doubling forms, γ_n, the skew of the aggregate
@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "atoll/cost/cost_model.h"
+#include "atoll/sync/network_probe.h"
 #include "atoll/sync/zen_partition.h"
 #include "common.h"
 #include "schemes.h"
@@ -27,7 +28,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
   explicit AutoScheme(const SchemeOptions& o) : options_(o) {}
   std::string_view name() const override { return "auto"; }
   void prepare(Communicator& comm) override {
-    if (!network_) network_ = measure_network(comm);
+    if (!network_) network_ = probe_network(comm);
   }
   std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
     // Its own profiling is O(nnz); the scheme it picks checks its own need when it runs.
@@ -57,30 +58,6 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
   }
 
  private:
-  cost::Network measure_network(Communicator& comm) {
-    cost::Network net;
-    const int partner = comm.rank() ^ 1;
-    const bool paired = partner < comm.size();
-    auto time_exchange = [&](std::size_t bytes) {
-      std::vector<std::uint8_t> send(bytes, 1), recv(bytes);
-      double best = 1e30;
-      for (int rep = 0; rep < 3; ++rep) {
-        comm.barrier();
-        const double t0 = comm.wtime();
-        if (paired) comm.sendrecv<std::uint8_t>(send, partner, recv, partner);
-        best = std::min(best, comm.wtime() - t0);
-      }
-      return comm.allreduce_value<double>(paired ? best : 0.0, comm::ReduceOp::max);
-    };
-    if (comm.size() < 2) return net;
-    const double small = time_exchange(8);
-    const std::size_t big_bytes = std::size_t{1} << 20;
-    const double big = time_exchange(big_bytes);
-    net.latency_s = std::max(small, 1e-9);
-    net.bandwidth_bytes_per_s = big_bytes / std::max(big - small, 1e-9);
-    return net;
-  }
-
   template <class Index>
   cost::SparsityProfile measure_profile(Communicator& comm, const SparseGradient<Index>& grad) {
     const int n = comm.size();

@@ -89,28 +89,43 @@ void check_input(Communicator& comm, const SyncScheme& scheme,
   }
 }
 
-std::vector<std::pair<std::string, double>> max_phase_times(Communicator& comm,
-                                                            const SyncStats& stats) {
+std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& stats) {
   std::string mine;
   for (const auto& p : stats.phases) mine += p.name + '\n';
   const auto bytes = comm.allgatherv<char>(std::span<const char>(mine), nullptr);
-  std::vector<std::pair<std::string, double>> out;
+  std::vector<PhaseStats> out;
   std::size_t begin = 0;
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != '\n') continue;
     std::string name(bytes.begin() + begin, bytes.begin() + i);
     begin = i + 1;
     const bool seen =
-        std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == name; });
-    if (!seen) out.emplace_back(std::move(name), 0.0);
+        std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.name == name; });
+    if (!seen) out.push_back(PhaseStats{std::move(name)});
   }
-  std::vector<double> times(out.size(), 0.0);
+  // Per phase: time, bytes sent, bytes received (as doubles: one allreduce).
+  std::vector<double> v(3 * out.size(), 0.0);
   for (const auto& p : stats.phases) {
-    for (std::size_t k = 0; k < out.size(); ++k)
-      if (out[k].first == p.name) times[k] += p.time_s;
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      if (out[k].name != p.name) continue;
+      v[3 * k] += p.time_s;
+      v[3 * k + 1] += static_cast<double>(p.bytes_sent);
+      v[3 * k + 2] += static_cast<double>(p.bytes_received);
+    }
   }
-  comm.allreduce<double>(times, comm::ReduceOp::max);
-  for (std::size_t k = 0; k < out.size(); ++k) out[k].second = times[k];
+  comm.allreduce<double>(v, comm::ReduceOp::max);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    out[k].time_s = v[3 * k];
+    out[k].bytes_sent = static_cast<std::uint64_t>(v[3 * k + 1]);
+    out[k].bytes_received = static_cast<std::uint64_t>(v[3 * k + 2]);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> max_phase_times(Communicator& comm,
+                                                            const SyncStats& stats) {
+  std::vector<std::pair<std::string, double>> out;
+  for (auto& p : max_phase_stats(comm, stats)) out.emplace_back(std::move(p.name), p.time_s);
   return out;
 }
 

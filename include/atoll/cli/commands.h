@@ -30,6 +30,9 @@ struct BenchSyncOptions {
   std::string dump_trace_dir;    // if set, each rank writes its gradient there as step 0
   bool verify = false;
   bool json = false;
+  // Each phase's time beside the network-only time of its bytes (α and b probed on the links),
+  // and the scheme's total against that bound (JSON: phases, network_bound_s, network_ratio).
+  bool breakdown = false;
   // kill:RANK:PHASE:STEP or stop:RANK:PHASE:STEP: rank RANK raises SIGKILL / SIGSTOP at the
   // scheme phase PHASE of timed repetition STEP (1-based; the kill matrix, docs/reliability.md).
   std::string inject_fault;

@@ -111,6 +111,9 @@ std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptio
 // exists): the collectives (one allgatherv of the names, one allreduce) are the same on every rank.
 std::vector<std::pair<std::string, double>> max_phase_times(Communicator& comm,
                                                             const SyncStats& stats);
+// The same union of phases, each with its time, bytes sent and bytes received, each the max over
+// ranks (for bench sync --breakdown). Collective, as max_phase_times.
+std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& stats);
 
 // Collective input check: local validity, M's working memory within what the node has free
 // (SyncScheme::dense_memory_bytes) and equal M on all ranks, else CollectiveError everywhere.

@@ -1,0 +1,40 @@
+#include "atoll/sync/network_probe.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace atl::sync {
+
+cost::Network probe_network(comm::Communicator& comm) {
+  cost::Network net;
+  const int partner = comm.rank() ^ 1;
+  const bool paired = partner < comm.size();
+  auto time_exchange = [&](std::size_t bytes) {
+    std::vector<std::uint8_t> send(bytes, 1), recv(bytes);
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      comm.barrier();
+      const double t0 = comm.wtime();
+      if (paired) comm.sendrecv<std::uint8_t>(send, partner, recv, partner);
+      best = std::min(best, comm.wtime() - t0);
+    }
+    return comm.allreduce_value<double>(paired ? best : 0.0, comm::ReduceOp::max);
+  };
+  if (comm.size() < 2) return net;
+  const double small = time_exchange(8);
+  const std::size_t big_bytes = std::size_t{1} << 20;
+  const double big = time_exchange(big_bytes);
+  net.latency_s = std::max(small, 1e-9);
+  net.bandwidth_bytes_per_s = big_bytes / std::max(big - small, 1e-9);
+  return net;
+}
+
+double network_only_time(const cost::Network& net, std::uint64_t bytes_sent,
+                         std::uint64_t bytes_received) {
+  const auto most = std::max(bytes_sent, bytes_received);
+  if (most == 0) return 0.0;
+  return net.latency_s + static_cast<double>(most) / net.bandwidth_bytes_per_s;
+}
+
+}  // namespace atl::sync

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `atoll bench sync --breakdown` under SMPI (cluster-16x25g, 8 ranks, every scheme): each phase's
+# network-only time is one latency plus its larger direction's bytes at the probed bandwidth; the
+# probe finds the platform's 25 Gbit/s within 10%; the phases' network times add up to
+# network_bound_s; no phase beats its bound by more than 10% (the probe's error), so no scheme does;
+# allreduce's bound is that of 2(n-1)/n of the gradient's bytes; the text output prints the ratio.
+# usage: bench_breakdown_test.sh SIMULATE_SCRIPT
+set -uo pipefail
+simulate=$1
+args=(bench sync --schemes all --elements 1000000 --density 0.01 --repeat 1 --warmup 0
+  --breakdown --verify)
+json=$(timeout 600 "$simulate" cluster-16x25g 8 -- "${args[@]}" --json 2>&1) ||
+  { echo "FAIL bench sync --breakdown --json"; echo "$json"; exit 1; }
+python3 - <<PY || exit 1
+import json
+rows = [json.loads(l) for l in """$json""".splitlines() if l.startswith('{"')]
+assert len(rows) == 8 and all(r["verified"] for r in rows), rows
+for r in rows:
+    a, b = r["network_latency_s"], r["network_bandwidth_bytes_per_s"]
+    assert abs(b * 8 / 25e9 - 1) < 0.1, ("probed bandwidth", b * 8)
+    total = 0
+    for p in r["phases"]:
+        most = max(p["bytes_sent_max"], p["bytes_received_max"])
+        want = a + most / b if most else 0.0
+        assert abs(p["network_s"] - want) <= 1e-12 + 1e-9 * want, (r["scheme"], p)
+        assert p["network_s"] <= 1.1 * p["time_s"], ("faster than the network", r["scheme"], p)
+        total += p["network_s"]
+    assert abs(total - r["network_bound_s"]) <= 1e-9 * total, r
+    assert r["network_bound_s"] > 0 and r["network_ratio"] >= 0.9, r
+    assert sorted(p["phase"] for p in r["phases"]) == sorted(r["phase_time_s"]), r
+allreduce = next(r for r in rows if r["scheme"] == "allreduce")
+moved = sum(p["bytes_sent_max"] for p in allreduce["phases"])
+assert moved == int(2 * 7 / 8 * 4e6), moved
+print("ok   --breakdown: " + ", ".join(f"{r['scheme']} {r['network_ratio']:.2f}x" for r in rows)
+      + f" its network bound (probed {allreduce['network_bandwidth_bytes_per_s'] * 8 / 1e9:.1f}"
+      " Gbit/s)")
+PY
+text=$(timeout 600 "$simulate" cluster-16x25g 8 -- "${args[@]}" 2>&1) ||
+  { echo "FAIL bench sync --breakdown"; echo "$text"; exit 1; }
+if grep -q "against a network bound of" <<<"$text"; then
+  echo "ok   --breakdown text"
+else
+  echo "FAIL --breakdown text"; echo "$text"; exit 1
+fi
