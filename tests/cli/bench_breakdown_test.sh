@@ -2,8 +2,9 @@
 # `atoll bench sync --breakdown` under SMPI (cluster-16x25g, 8 ranks, every scheme): each phase's
 # network-only time is one latency plus its larger direction's bytes at the probed bandwidth; the
 # probe finds the platform's 25 Gbit/s within 10%; the phases' network times add up to
-# network_bound_s; no phase beats its bound by more than 10% (the probe's error), so no scheme does;
-# allreduce's bound is that of 2(n-1)/n of the gradient's bytes; the text output prints the ratio.
+# network_bound_s; no scheme beats its bound by more than 10% (the probe's error; a single phase
+# can: Zen's pull completes its transfers in the decode's progress calls); allreduce's bound is
+# that of 2(n-1)/n of the gradient's bytes; the text output prints the ratio.
 # usage: bench_breakdown_test.sh SIMULATE_SCRIPT
 set -uo pipefail
 simulate=$1
@@ -23,10 +24,9 @@ for r in rows:
         most = max(p["bytes_sent_max"], p["bytes_received_max"])
         want = a + most / b if most else 0.0
         assert abs(p["network_s"] - want) <= 1e-12 + 1e-9 * want, (r["scheme"], p)
-        assert p["network_s"] <= 1.1 * p["time_s"], ("faster than the network", r["scheme"], p)
         total += p["network_s"]
     assert abs(total - r["network_bound_s"]) <= 1e-9 * total, r
-    assert r["network_bound_s"] > 0 and r["network_ratio"] >= 0.9, r
+    assert r["network_bound_s"] > 0 and r["network_bound_s"] <= 1.1 * r["time_min_s"], r
     assert sorted(p["phase"] for p in r["phases"]) == sorted(r["phase_time_s"]), r
 allreduce = next(r for r in rows if r["scheme"] == "allreduce")
 moved = sum(p["bytes_sent_max"] for p in allreduce["phases"])
