@@ -239,6 +239,44 @@ Communicator Communicator::split(int color, int key) {
   return c;
 }
 
+Communicator Communicator::subgroup(std::span<const int> ranks) {
+  std::vector<bool> seen(static_cast<std::size_t>(size_), false);
+  bool member = false;
+  for (const int r : ranks) {
+    if (r < 0 || r >= size_ || seen[static_cast<std::size_t>(r)]) {
+      throw std::invalid_argument("subgroup: rank " + std::to_string(r) +
+                                  (r < 0 || r >= size_
+                                       ? " is out of range (size " + std::to_string(size_) + ")"
+                                       : " is listed twice"));
+    }
+    seen[static_cast<std::size_t>(r)] = true;
+    member = member || r == rank_;
+  }
+  if (!member) {
+    throw std::invalid_argument("subgroup: rank " + std::to_string(rank_) +
+                                " is not among the listed ranks");
+  }
+  const WatchedCall watched("subgroup", rank_, size_, !impl_->owns_comm);
+  MPI_Group all = MPI_GROUP_NULL, some = MPI_GROUP_NULL;
+  impl_->check(MPI_Comm_group(impl_->comm, &all), rank_, "MPI_Comm_group");
+  impl_->check(MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &some), rank_,
+               "MPI_Group_incl");
+  auto impl = std::make_unique<Impl>();
+  const int rc = MPI_Comm_create_group(impl_->comm, some, 0, &impl->comm);
+  MPI_Group_free(&some);
+  MPI_Group_free(&all);
+  impl_->check(rc, rank_, "MPI_Comm_create_group");
+  impl->owns_comm = true;
+  impl_->check(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), rank_,
+               "MPI_Comm_set_errhandler (subgroup)");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(impl->comm, &rank);
+  MPI_Comm_size(impl->comm, &size);
+  Communicator c(std::move(impl), rank, size);
+  c.ranks_on_node_ = ranks_on_node_of(c.impl_->comm, rank, size);
+  return c;
+}
+
 Communicator::Communicator(std::unique_ptr<Impl> impl, int rank, int size)
     : impl_(std::move(impl)), rank_(rank), size_(size) {}
 Communicator::~Communicator() = default;

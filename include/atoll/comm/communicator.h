@@ -105,6 +105,12 @@ class Communicator {
   // counters do not see it). Any scheme runs on it unchanged (one scheme instance per
   // communicator: schemes cache state sized for their communicator).
   Communicator split(int color, int key);
+  // The communicator of the listed ranks of this one (MPI_Comm_create_group), in that order:
+  // collective over those ranks only (a torch process group made by dist.new_group is built by
+  // its members alone). This rank must be listed; ranks in range and distinct
+  // (std::invalid_argument otherwise, before any MPI call). Owns its MPI_Comm, as split()'s results
+  // do.
+  Communicator subgroup(std::span<const int> ranks);
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;

@@ -1,0 +1,375 @@
+#include "process_group.h"
+
+#include <ATen/core/ivalue.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <optional>
+#include <span>
+
+#include "atoll/comm/watchdog.h"
+#include "sparse_tensor.h"
+
+namespace atl::torch_backend {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A completed Work whose future holds `tensors` (what DDP's reducer reads).
+c10::intrusive_ptr<c10d::Work> done(const std::vector<at::Tensor>& tensors) {
+  auto future =
+      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  future->markCompleted(c10::IValue(tensors));
+  return c10d::Work::create_from_future(future);
+}
+
+[[noreturn]] void not_implemented(const char* op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "the atoll backend does not implement ", op,
+                              " (it has allreduce, broadcast, allgather and barrier)");
+}
+
+// Runs f; the communicator layer's and the schemes' errors become c10::Error (RuntimeError in
+// Python) whose message names the collective.
+template <class F>
+void guarded(const char* op, F&& f) {
+  try {
+    f();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "atoll ", op, ": ", e.what());
+  }
+}
+
+const at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK(tensors.size() == 1, "atoll ", op, " takes one tensor per call, not ",
+              tensors.size());
+  TORCH_CHECK(tensors[0].device().is_cpu(), "atoll ", op, ": the tensor is on ",
+              tensors[0].device().str(), ", atoll takes CPU tensors");
+  return tensors[0];
+}
+
+// A tensor's kind, dtype and shape (and one more number: the op, the root) as a fixed-size record
+// so that one allgather compares them over the group.
+constexpr std::size_t kMaxDims = 8;
+struct Descriptor {
+  std::int64_t problem = 0;  // this rank has a local problem (sent by agree())
+  std::int64_t sparse = 0, dtype = 0, sparse_dim = 0, dim = 0, extra = 0;
+  std::array<std::int64_t, kMaxDims> sizes{};
+  std::int64_t more_dims = 0;  // the sizes past kMaxDims, folded
+
+  bool same(const Descriptor& o) const {
+    return sparse == o.sparse && dtype == o.dtype && sparse_dim == o.sparse_dim && dim == o.dim &&
+           extra == o.extra && sizes == o.sizes && more_dims == o.more_dims;
+  }
+  std::string str(const char* extra_name) const {
+    std::vector<std::int64_t> shown(sizes.begin(),
+                                    sizes.begin() + std::min<std::int64_t>(dim, kMaxDims));
+    return fmt::format("{} {} [{}]{}{}", sparse ? "sparse" : "dense",
+                       c10::toString(static_cast<c10::ScalarType>(dtype)), fmt::join(shown, ", "),
+                       dim > std::int64_t(kMaxDims) ? ", ..." : "",
+                       extra_name ? fmt::format(" {} {}", extra_name, extra) : "");
+  }
+};
+
+Descriptor describe(const at::Tensor& t, std::int64_t extra) {
+  Descriptor d;
+  d.sparse = t.layout() == at::kSparse;
+  d.dtype = static_cast<std::int64_t>(t.scalar_type());
+  d.sparse_dim = d.sparse ? t.sparse_dim() : 0;
+  d.dim = t.dim();
+  d.extra = extra;
+  for (std::int64_t k = 0; k < t.dim(); ++k) {
+    if (k < std::int64_t(kMaxDims))
+      d.sizes[static_cast<std::size_t>(k)] = t.size(k);
+    else
+      d.more_dims = d.more_dims * 1000003 + t.size(k);
+  }
+  return d;
+}
+
+template <class T>
+void allreduce_as(comm::Communicator& c, at::Tensor& t, comm::ReduceOp op) {
+  c.allreduce(std::span<T>(t.data_ptr<T>(), static_cast<std::size_t>(t.numel())), op);
+}
+
+}  // namespace
+
+ProcessGroupAtoll::ProcessGroupAtoll(comm::Communicator comm, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(comm.rank(), comm.size()), comm_(std::move(comm)) {
+  // torch's timeout bounds every collective: the communicator layer's watchdog (process-wide).
+  comm::set_comm_timeout(static_cast<double>(timeout.count()) / 1000.0);
+  set_sparse_scheme("zen");
+}
+
+void ProcessGroupAtoll::set_sparse_scheme(const std::string& name) {
+  auto scheme = sync::make_scheme(name);  // std::invalid_argument naming the valid ones
+  std::lock_guard lock(mutex_);
+  scheme_ = std::move(scheme);
+  stats_.scheme = name;
+}
+
+BackendStats ProcessGroupAtoll::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+// Problems found on this rank alone are agreed first (so every rank raises the same error); then
+// one allgather of the descriptors.
+void ProcessGroupAtoll::check_same_tensor(const char* op, const at::Tensor& t,
+                                          const std::optional<std::string>& problem,
+                                          const char* extra_name, std::int64_t extra) {
+  Descriptor mine = problem ? Descriptor{} : describe(t, extra);
+  mine.problem = problem.has_value();
+  const auto all = comm_.allgather(mine);
+  bool any_problem = false;
+  for (const auto& d : all) any_problem = any_problem || d.problem;
+  if (any_problem) {
+    try {
+      comm_.agree(
+          problem ? std::optional<std::string>(fmt::format("{} on rank {}", *problem, comm_.rank()))
+                  : std::nullopt);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "atoll ", op, ": ", e.what());
+    }
+  }
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    TORCH_CHECK(all[r].same(all[0]), "atoll ", op,
+                ": the ranks passed different tensors: rank 0 has ", all[0].str(extra_name),
+                ", rank ", r, " has ", all[r].str(extra_name));
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+  at::Tensor& t = const_cast<at::Tensor&>(single(tensors, "allreduce"));
+  std::lock_guard lock(mutex_);
+  const auto op = static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp);
+  std::optional<std::string> problem;
+  if (t.layout() == at::kSparse) {
+    if (op != c10d::ReduceOp::SUM)
+      problem = "a sparse tensor can only be summed (ReduceOp.SUM)";
+    else if (t.scalar_type() != at::kFloat)
+      problem = fmt::format("sparse allreduce sums float32 values, not {}",
+                            c10::toString(t.scalar_type()));
+  } else if (t.layout() != at::kStrided) {
+    problem = "the tensor is neither dense (strided) nor sparse COO";
+  } else if (op != c10d::ReduceOp::SUM && op != c10d::ReduceOp::MIN && op != c10d::ReduceOp::MAX) {
+    problem = "dense allreduce takes ReduceOp SUM, MIN or MAX";
+  } else if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble &&
+             t.scalar_type() != at::kInt && t.scalar_type() != at::kLong &&
+             t.scalar_type() != at::kByte) {
+    problem = fmt::format("dense allreduce takes float32, float64, int32, int64 or uint8, not {}",
+                          c10::toString(t.scalar_type()));
+  }
+  check_same_tensor("allreduce", t, problem, "op", static_cast<std::int64_t>(op));
+  guarded("allreduce", [&] {
+    if (t.layout() == at::kSparse)
+      allreduce_sparse(t);
+    else
+      allreduce_dense(t, opts.reduceOp);
+  });
+  return done(tensors);
+}
+
+void ProcessGroupAtoll::allreduce_dense(at::Tensor& tensor, const c10d::ReduceOp& reduce_op) {
+  const auto r = static_cast<c10d::ReduceOp::RedOpType>(reduce_op);
+  const comm::ReduceOp op = r == c10d::ReduceOp::MIN   ? comm::ReduceOp::min
+                            : r == c10d::ReduceOp::MAX ? comm::ReduceOp::max
+                                                       : comm::ReduceOp::sum;
+  at::Tensor t = tensor.contiguous();
+  switch (t.scalar_type()) {
+    case at::kFloat:
+      allreduce_as<float>(comm_, t, op);
+      break;
+    case at::kDouble:
+      allreduce_as<double>(comm_, t, op);
+      break;
+    case at::kInt:
+      allreduce_as<std::int32_t>(comm_, t, op);
+      break;
+    case at::kLong:
+      allreduce_as<std::int64_t>(comm_, t, op);
+      break;
+    default:
+      allreduce_as<std::uint8_t>(comm_, t, op);
+      break;
+  }
+  if (!t.is_same(tensor)) tensor.copy_(t);
+  ++stats_.dense_calls;
+}
+
+void ProcessGroupAtoll::allreduce_sparse(at::Tensor& tensor) {
+  std::uint64_t elements = 1;
+  for (const auto s : tensor.sizes()) elements *= static_cast<std::uint64_t>(s);
+  if (elements <= sparse::max_elements<std::uint32_t>())
+    allreduce_sparse_as<std::uint32_t>(tensor);
+  else
+    allreduce_sparse_as<std::uint64_t>(tensor);
+}
+
+template <class Index>
+void ProcessGroupAtoll::allreduce_sparse_as(at::Tensor& tensor) {
+  auto& result = [this]() -> sync::SyncResult<Index>& {
+    if constexpr (std::is_same_v<Index, std::uint32_t>)
+      return result32_;
+    else
+      return result64_;
+  }();
+  const auto t0 = Clock::now();
+  SparseShape shape;
+  const auto grad = to_gradient<Index>(tensor, shape);
+  const auto t1 = Clock::now();
+  scheme_->synchronize(comm_, grad, result);
+  const auto t2 = Clock::now();
+  const at::Tensor sum = to_tensor(result, tensor);
+  tensor.copy_(sum);
+  const auto t3 = Clock::now();
+  const auto s = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  ++stats_.sparse_calls;
+  stats_.chosen = result.stats.chosen.empty() ? std::string(scheme_->name()) : result.stats.chosen;
+  stats_.elements = shape.elements;
+  stats_.blocks = static_cast<std::uint64_t>(shape.blocks);
+  stats_.nnz = grad.nnz();
+  stats_.result_nnz = result.dense_form ? result.dense.size() : result.sparse.nnz();
+  stats_.sync_s = s(t2 - t1);
+  stats_.convert_s = s(t1 - t0) + s(t3 - t2);
+  stats_.bytes_sent = result.stats.bytes_sent();
+  stats_.bytes_received = result.stats.bytes_received();
+  stats_.phases = result.stats.phases;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+  at::Tensor& t = const_cast<at::Tensor&>(single(tensors, "broadcast"));
+  std::lock_guard lock(mutex_);
+  std::optional<std::string> problem;
+  if (t.layout() != at::kStrided) problem = "broadcast takes dense tensors";
+  if (opts.rootRank < 0 || opts.rootRank >= size_)
+    problem = fmt::format("root {} is not a rank of the group (size {})", opts.rootRank, size_);
+  check_same_tensor("broadcast", t, problem, "root", opts.rootRank);
+  guarded("broadcast", [&] {
+    at::Tensor c = t.contiguous();
+    comm_.broadcast(std::span<std::uint8_t>(static_cast<std::uint8_t*>(c.data_ptr()), c.nbytes()),
+                    static_cast<int>(opts.rootRank));
+    if (!c.is_same(t)) t.copy_(c);
+  });
+  return done(tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "allgather");
+  std::lock_guard lock(mutex_);
+  std::optional<std::string> problem;
+  if (in.layout() != at::kStrided) problem = "allgather takes dense tensors";
+  if (outputs.size() != 1 || outputs[0].size() != static_cast<std::size_t>(size_)) {
+    problem = fmt::format("allgather needs one list of {} output tensors", size_);
+  } else {
+    for (const auto& o : outputs[0]) {
+      if (o.layout() != at::kStrided || o.scalar_type() != in.scalar_type() ||
+          o.numel() != in.numel() || !o.device().is_cpu())
+        problem = "every output tensor must be a dense CPU tensor of the input's dtype and size";
+    }
+  }
+  check_same_tensor("allgather", in, problem, nullptr, 0);
+  guarded("allgather", [&] {
+    const at::Tensor c = in.contiguous();
+    const auto bytes = c.nbytes();
+    const auto all = comm_.allgather_each(
+        std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(c.data_ptr()), bytes));
+    for (int r = 0; r < size_; ++r) {
+      at::Tensor& o = outputs[0][static_cast<std::size_t>(r)];
+      at::Tensor oc = o.contiguous();
+      std::memcpy(oc.data_ptr(), all.data() + static_cast<std::size_t>(r) * bytes, bytes);
+      if (!oc.is_same(o)) o.copy_(oc);
+    }
+  });
+  return done(outputs[0]);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  std::lock_guard lock(mutex_);
+  std::optional<std::string> problem;
+  if (input.layout() != at::kStrided || output.layout() != at::kStrided ||
+      !input.device().is_cpu() || !output.device().is_cpu() ||
+      output.scalar_type() != input.scalar_type() || !output.is_contiguous() ||
+      output.numel() != input.numel() * size_) {
+    problem =
+        "_allgather_base needs dense CPU tensors, the output contiguous, of the input's "
+        "dtype and world size times its elements";
+  }
+  check_same_tensor("_allgather_base", input, problem, nullptr, 0);
+  guarded("_allgather_base", [&] {
+    const at::Tensor c = input.contiguous();
+    const auto all = comm_.allgather_each(
+        std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(c.data_ptr()), c.nbytes()));
+    std::memcpy(output.data_ptr(), all.data(), all.size());
+  });
+  return done({output});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::barrier(const c10d::BarrierOptions& opts) {
+  std::lock_guard lock(mutex_);
+  guarded("barrier", [&] { comm_.barrier(); });
+  return done({});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::allreduce_coalesced(
+    std::vector<at::Tensor>&, const c10d::AllreduceCoalescedOptions&) {
+  not_implemented("allreduce_coalesced");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::reduce(std::vector<at::Tensor>&,
+                                                         const c10d::ReduceOptions&) {
+  not_implemented("reduce");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&,
+    const c10d::AllgatherOptions&) {
+  not_implemented("allgather_coalesced");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::gather(std::vector<std::vector<at::Tensor>>&,
+                                                         std::vector<at::Tensor>&,
+                                                         const c10d::GatherOptions&) {
+  not_implemented("gather");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::scatter(std::vector<at::Tensor>&,
+                                                          std::vector<std::vector<at::Tensor>>&,
+                                                          const c10d::ScatterOptions&) {
+  not_implemented("scatter");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::reduce_scatter(
+    std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&,
+    const c10d::ReduceScatterOptions&) {
+  not_implemented("reduce_scatter");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::_reduce_scatter_base(
+    at::Tensor&, at::Tensor&, const c10d::ReduceScatterOptions&) {
+  not_implemented("_reduce_scatter_base");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::alltoall_base(at::Tensor&, at::Tensor&,
+                                                                std::vector<int64_t>&,
+                                                                std::vector<int64_t>&,
+                                                                const c10d::AllToAllOptions&) {
+  not_implemented("alltoall_base");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::alltoall(std::vector<at::Tensor>&,
+                                                           std::vector<at::Tensor>&,
+                                                           const c10d::AllToAllOptions&) {
+  not_implemented("alltoall");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::send(std::vector<at::Tensor>&, int, int) {
+  not_implemented("send");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::recv(std::vector<at::Tensor>&, int, int) {
+  not_implemented("recv");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupAtoll::recvAnysource(std::vector<at::Tensor>&, int) {
+  not_implemented("recvAnysource");
+}
+
+}  // namespace atl::torch_backend

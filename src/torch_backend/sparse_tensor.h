@@ -1,0 +1,36 @@
+// A torch sparse COO tensor as the element-level sparse gradient the synchronization schemes take,
+// and a scheme's result back as a coalesced sparse tensor of the input's shape and layout. A
+// hybrid tensor (sparse_dim s, dense_dim d: an nn.Embedding(sparse=True) gradient is rows ×
+// width) is expanded to its elements: element index = (row-major index over the s sparse
+// dimensions) × (elements per dense block) + offset in the block. The schemes are element-
+// granular, so every row costs its width in indices; SparseStats counts that expansion. Private to
+// the atoll_torch module (no Python here).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+#include "atoll/sync/scheme.h"
+
+namespace atl::torch_backend {
+
+// What one sparse tensor became on this rank.
+struct SparseShape {
+  std::uint64_t elements = 0;       // M: every element of the dense tensor
+  std::int64_t blocks = 0;          // non-zero blocks (rows) on input, after coalescing
+  std::int64_t block_elements = 1;  // elements per block (the dense dimensions' product)
+};
+
+// The gradient of a float32 sparse COO tensor on the CPU (coalesced here if it is not).
+// std::invalid_argument naming the problem for another dtype, device or layout.
+template <class Index>
+sparse::SparseGradient<Index> to_gradient(const at::Tensor& tensor, SparseShape& shape);
+
+// The sum as a coalesced sparse tensor with `like`'s sizes, sparse_dim and dense_dim: every block
+// (row) holding at least one entry of the result (a sparse result's explicit zeros included; a
+// dense result's zeros are absent), its other elements 0.
+template <class Index>
+at::Tensor to_tensor(const sync::SyncResult<Index>& result, const at::Tensor& like);
+
+}  // namespace atl::torch_backend
