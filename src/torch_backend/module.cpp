@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,22 +20,40 @@ using atl::torch_backend::ProcessGroupAtoll;
 
 namespace {
 
+// MPI_COMM_WORLD's communicator, made once in init_mpi (Communicator::world() is collective over
+// the world, and dist.new_group's creator runs on the group's members only).
+std::optional<atl::comm::Communicator>& world_comm() {
+  static std::optional<atl::comm::Communicator> world;
+  return world;
+}
+
+atl::comm::Communicator& world() {
+  if (!world_comm()) throw std::runtime_error("atoll_torch: MPI is not started (init_mpi)");
+  return *world_comm();
+}
+
 void init_mpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (initialized) return;
+  if (world_comm()) return;
+  if (initialized) {
+    world_comm().emplace(atl::comm::Communicator::world());
+    return;
+  }
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
   if (provided < MPI_THREAD_SERIALIZED) {
     throw std::runtime_error(
         fmt::format("atoll_torch: MPI provides thread level {} < MPI_THREAD_SERIALIZED", provided));
   }
+  world_comm().emplace(atl::comm::Communicator::world());
 }
 
 void finalize_mpi() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
+  world_comm().reset();
   if (initialized && !finalized) MPI_Finalize();
 }
 
@@ -42,7 +61,7 @@ void finalize_mpi() {
 // view of this process's rank and the group's size.
 c10::intrusive_ptr<ProcessGroupAtoll> create(std::vector<int> ranks, int group_rank, int group_size,
                                              double timeout_s) {
-  auto world = atl::comm::Communicator::world();
+  auto& world = ::world();
   if (ranks.empty()) {
     for (int r = 0; r < world.size(); ++r) ranks.push_back(r);
   }
@@ -96,16 +115,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("init_mpi", &init_mpi, "MPI_Init_thread (MPI_THREAD_SERIALIZED) unless already started");
   m.def("finalize_mpi", &finalize_mpi, "MPI_Finalize unless already done");
   m.def("scheme_names", [] { return atl::sync::scheme_names(); });
-  m.def("world_rank", [] { return atl::comm::Communicator::world().rank(); });
-  m.def("world_size", [] { return atl::comm::Communicator::world().size(); });
+  m.def("world_rank", [] { return world().rank(); });
+  m.def("world_size", [] { return world().size(); });
   m.def(
       "broadcast_string",
       [](std::string s, int root) {
-        auto world = atl::comm::Communicator::world();
         std::uint64_t n = s.size();
-        world.broadcast(std::span<std::uint64_t>(&n, 1), root);
+        world().broadcast(std::span<std::uint64_t>(&n, 1), root);
         s.resize(n);
-        world.broadcast(std::span<char>(s.data(), s.size()), root);
+        world().broadcast(std::span<char>(s.data(), s.size()), root);
         return s;
       },
       "rank `root`'s string on every rank of the world (collective)");

@@ -95,7 +95,8 @@ class Request {
 
 class Communicator {
  public:
-  // The world communicator of an initialised MPI runtime (see MpiRuntime).
+  // The world communicator of an initialised MPI runtime (see MpiRuntime). Collective over the
+  // world (it counts the ranks on this node): make it once.
   static Communicator world();
   // Sub-communicators (MPI_Comm_split), collective over this communicator: the ranks that pass the
   // same `color` (>= 0) form one communicator, ranked by `key` (ties: by rank here). A negative
