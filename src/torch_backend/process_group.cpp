@@ -224,8 +224,7 @@ void ProcessGroupAtoll::allreduce_sparse_as(at::Tensor& tensor) {
   const auto t1 = Clock::now();
   scheme_->synchronize(comm_, grad, result);
   const auto t2 = Clock::now();
-  const at::Tensor sum = to_tensor(result, tensor);
-  tensor.copy_(sum);
+  set_sum(tensor, result);
   const auto t3 = Clock::now();
   const auto s = [](auto d) { return std::chrono::duration<double>(d).count(); };
   ++stats_.sparse_calls;

@@ -1,7 +1,9 @@
 #include "sparse_tensor.h"
 
+#include <ATen/SparseTensorUtils.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -64,52 +66,74 @@ sparse::SparseGradient<Index> to_gradient(const at::Tensor& tensor, SparseShape&
   return g;
 }
 
-template <class Index>
-at::Tensor to_tensor(const sync::SyncResult<Index>& result, const at::Tensor& like) {
-  const std::int64_t sd = like.sparse_dim(), block = block_elements(like);
-  const auto sizes = like.sizes();
-  std::vector<std::int64_t> rows;  // the blocks' row-major indices, increasing
-  std::vector<float> values;
-  const auto add = [&](std::uint64_t e, float v) {
-    const auto l = static_cast<std::int64_t>(e / static_cast<std::uint64_t>(block));
-    if (rows.empty() || rows.back() != l) {
-      rows.push_back(l);
-      values.resize(values.size() + static_cast<std::size_t>(block), 0.0f);
-    }
-    values[(rows.size() - 1) * static_cast<std::size_t>(block) +
-           static_cast<std::size_t>(e % static_cast<std::uint64_t>(block))] = v;
-  };
+namespace {
+
+// Calls f(element, value) for every entry of the result, in increasing element order.
+template <class Index, class F>
+void for_each_entry(const sync::SyncResult<Index>& result, F&& f) {
   if (result.dense_form) {
     for (std::size_t e = 0; e < result.dense.size(); ++e) {
-      if (result.dense[e] != 0.0f) add(e, result.dense[e]);
+      if (result.dense[e] != 0.0f) f(static_cast<std::uint64_t>(e), result.dense[e]);
     }
   } else {
-    for (std::size_t i = 0; i < result.sparse.nnz(); ++i) {
-      add(result.sparse.indices[i], result.sparse.values[i]);
-    }
+    const auto& r = result.sparse;
+    for (std::size_t i = 0; i < r.nnz(); ++i)
+      f(static_cast<std::uint64_t>(r.indices[i]), r.values[i]);
   }
-  const auto n = static_cast<std::int64_t>(rows.size());
-  at::Tensor idx = at::empty({sd, n}, at::kLong);
-  auto* ip = idx.data_ptr<std::int64_t>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t l = rows[static_cast<std::size_t>(i)];
-    for (std::int64_t k = sd - 1; k >= 0; --k) {
-      ip[k * n + i] = l % sizes[k];
-      l /= sizes[k];
-    }
+}
+
+}  // namespace
+
+// Two passes over the result (count the blocks, then fill), straight into the tensors' storage.
+template <class Index>
+void set_sum(at::Tensor& tensor, const sync::SyncResult<Index>& result) {
+  const std::int64_t sd = tensor.sparse_dim(), dim = tensor.dim();
+  const auto block = static_cast<std::uint64_t>(block_elements(tensor));
+  const std::vector<std::int64_t> sizes(tensor.sizes().begin(), tensor.sizes().end());
+  if (sd == 1 && block == 1 && !result.dense_form) {  // a vector: the result's arrays as they are
+    const auto& r = result.sparse;
+    const auto n = static_cast<std::int64_t>(r.nnz());
+    at::Tensor idx = at::empty({1, n}, at::kLong);
+    at::Tensor val = at::empty({n}, at::kFloat);
+    std::copy(r.indices.begin(), r.indices.end(), idx.data_ptr<std::int64_t>());
+    std::copy(r.values.begin(), r.values.end(), val.data_ptr<float>());
+    at::sparse::get_sparse_impl(tensor)->set_indices_and_values_unsafe(idx, val);
+    tensor._coalesced_(true);
+    return;
   }
+  std::int64_t n = 0;
+  std::uint64_t last = ~std::uint64_t{0};
+  for_each_entry(result, [&](std::uint64_t e, float) {
+    if (e / block != last) ++n, last = e / block;
+  });
   std::vector<std::int64_t> value_sizes{n};
-  for (std::int64_t k = sd; k < like.dim(); ++k) value_sizes.push_back(sizes[k]);
-  at::Tensor val = at::empty(value_sizes, at::kFloat);
-  if (!values.empty()) std::memcpy(val.data_ptr<float>(), values.data(), values.size() * 4);
-  at::Tensor out = at::_sparse_coo_tensor_unsafe(idx, val, sizes);
-  out._coalesced_(true);
-  return out;
+  for (std::int64_t k = sd; k < dim; ++k) value_sizes.push_back(sizes[static_cast<std::size_t>(k)]);
+  at::Tensor idx = at::empty({sd, n}, at::kLong);
+  at::Tensor val =
+      block == 1 ? at::empty(value_sizes, at::kFloat) : at::zeros(value_sizes, at::kFloat);
+  auto* ip = idx.data_ptr<std::int64_t>();
+  auto* vp = val.data_ptr<float>();
+  std::int64_t i = -1;
+  last = ~std::uint64_t{0};
+  for_each_entry(result, [&](std::uint64_t e, float v) {
+    const std::uint64_t l = e / block;
+    if (l != last) {
+      ++i, last = l;
+      auto rest = static_cast<std::int64_t>(l);
+      for (std::int64_t k = sd - 1; k >= 0; --k) {
+        ip[k * n + i] = rest % sizes[static_cast<std::size_t>(k)];
+        rest /= sizes[static_cast<std::size_t>(k)];
+      }
+    }
+    vp[static_cast<std::uint64_t>(i) * block + e % block] = v;
+  });
+  at::sparse::get_sparse_impl(tensor)->set_indices_and_values_unsafe(idx, val);
+  tensor._coalesced_(true);
 }
 
 template sparse::SparseGradient<std::uint32_t> to_gradient(const at::Tensor&, SparseShape&);
 template sparse::SparseGradient<std::uint64_t> to_gradient(const at::Tensor&, SparseShape&);
-template at::Tensor to_tensor(const sync::SyncResult<std::uint32_t>&, const at::Tensor&);
-template at::Tensor to_tensor(const sync::SyncResult<std::uint64_t>&, const at::Tensor&);
+template void set_sum(at::Tensor&, const sync::SyncResult<std::uint32_t>&);
+template void set_sum(at::Tensor&, const sync::SyncResult<std::uint64_t>&);
 
 }  // namespace atl::torch_backend

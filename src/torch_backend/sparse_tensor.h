@@ -27,10 +27,11 @@ struct SparseShape {
 template <class Index>
 sparse::SparseGradient<Index> to_gradient(const at::Tensor& tensor, SparseShape& shape);
 
-// The sum as a coalesced sparse tensor with `like`'s sizes, sparse_dim and dense_dim: every block
-// (row) holding at least one entry of the result (a sparse result's explicit zeros included; a
-// dense result's zeros are absent), its other elements 0.
+// Makes `tensor` (sparse COO, as passed to to_gradient) the sum, coalesced, in place, with its
+// sizes, sparse_dim and dense_dim: every block (row) holding at least one entry of the result (a
+// sparse result's explicit zeros included; a dense result's zeros are absent), its other elements
+// 0. New index and value tensors replace the old ones (no copy of the result).
 template <class Index>
-at::Tensor to_tensor(const sync::SyncResult<Index>& result, const at::Tensor& like);
+void set_sum(at::Tensor& tensor, const sync::SyncResult<Index>& result);
 
 }  // namespace atl::torch_backend
