@@ -183,3 +183,18 @@ def test_unsupported_collectives_raise_not_implemented(world):
 def test_unknown_scheme(world):
     with pytest.raises(ValueError, match="zen_coo"):
         atoll_torch.set_sparse_scheme(None, "zenn")
+
+
+def test_more_than_2_32_elements(world):
+    # 64-bit indices (M > 2^32); sparcml, whose memory does not grow with M
+    rank, size = world
+    atoll_torch.set_sparse_scheme(None, "sparcml")
+    m = 2**33 + 5
+    t = torch.sparse_coo_tensor(torch.tensor([[0, 2**32 + rank, m - 1]]),
+                                torch.tensor([1.0, 2.0, 3.0]), (m,))
+    dist.all_reduce(t)
+    expected = {0: float(size), m - 1: 3.0 * size}
+    for r in range(size):
+        expected[2**32 + r] = 2.0
+    assert dict(zip(t._indices()[0].tolist(), t._values().tolist())) == expected
+    assert atoll_torch.last_stats()["elements"] == m
