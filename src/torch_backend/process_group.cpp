@@ -212,15 +212,16 @@ void ProcessGroupAtoll::allreduce_sparse(at::Tensor& tensor) {
 
 template <class Index>
 void ProcessGroupAtoll::allreduce_sparse_as(at::Tensor& tensor) {
-  auto& result = [this]() -> sync::SyncResult<Index>& {
+  auto& [grad, result] = [this]() -> auto& {
     if constexpr (std::is_same_v<Index, std::uint32_t>)
-      return result32_;
+      return buffers32_;
     else
-      return result64_;
-  }();
+      return buffers64_;
+  }
+  ();
   const auto t0 = Clock::now();
   SparseShape shape;
-  const auto grad = to_gradient<Index>(tensor, shape);
+  to_gradient<Index>(tensor, shape, grad);
   const auto t1 = Clock::now();
   scheme_->synchronize(comm_, grad, result);
   const auto t2 = Clock::now();

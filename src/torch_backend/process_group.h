@@ -103,8 +103,14 @@ class ProcessGroupAtoll : public c10d::ProcessGroup {
   mutable std::mutex mutex_;
   comm::Communicator comm_;
   std::unique_ptr<sync::SyncScheme> scheme_;
-  sync::SyncResult<std::uint32_t> result32_;
-  sync::SyncResult<std::uint64_t> result64_;
+  // Per index width: the input gradient and the result, kept across calls (their buffers reused).
+  template <class Index>
+  struct Buffers {
+    sparse::SparseGradient<Index> grad;
+    sync::SyncResult<Index> result;
+  };
+  Buffers<std::uint32_t> buffers32_;
+  Buffers<std::uint64_t> buffers64_;
   BackendStats stats_;
 };
 

@@ -22,7 +22,7 @@ std::int64_t block_elements(const at::Tensor& t) {
 }  // namespace
 
 template <class Index>
-sparse::SparseGradient<Index> to_gradient(const at::Tensor& tensor, SparseShape& shape) {
+void to_gradient(const at::Tensor& tensor, SparseShape& shape, sparse::SparseGradient<Index>& g) {
   if (tensor.layout() != at::kSparse) throw std::invalid_argument("not a sparse COO tensor");
   if (tensor.device().type() != at::kCPU) {
     throw std::invalid_argument(
@@ -48,7 +48,6 @@ sparse::SparseGradient<Index> to_gradient(const at::Tensor& tensor, SparseShape&
   shape.block_elements = block;
   const auto* ip = idx.data_ptr<std::int64_t>();
   const auto* vp = val.data_ptr<float>();
-  sparse::SparseGradient<Index> g;
   g.elements = shape.elements;
   g.indices.resize(static_cast<std::size_t>(nnz * block));
   g.values.resize(static_cast<std::size_t>(nnz * block));
@@ -63,7 +62,6 @@ sparse::SparseGradient<Index> to_gradient(const at::Tensor& tensor, SparseShape&
     }
   }
   if (nnz > 0) std::memcpy(g.values.data(), vp, g.values.size() * sizeof(float));
-  return g;
 }
 
 namespace {
@@ -131,8 +129,8 @@ void set_sum(at::Tensor& tensor, const sync::SyncResult<Index>& result) {
   tensor._coalesced_(true);
 }
 
-template sparse::SparseGradient<std::uint32_t> to_gradient(const at::Tensor&, SparseShape&);
-template sparse::SparseGradient<std::uint64_t> to_gradient(const at::Tensor&, SparseShape&);
+template void to_gradient(const at::Tensor&, SparseShape&, sparse::SparseGradient<std::uint32_t>&);
+template void to_gradient(const at::Tensor&, SparseShape&, sparse::SparseGradient<std::uint64_t>&);
 template void set_sum(at::Tensor&, const sync::SyncResult<std::uint32_t>&);
 template void set_sum(at::Tensor&, const sync::SyncResult<std::uint64_t>&);
 

@@ -22,10 +22,11 @@ struct SparseShape {
   std::int64_t block_elements = 1;  // elements per block (the dense dimensions' product)
 };
 
-// The gradient of a float32 sparse COO tensor on the CPU (coalesced here if it is not).
+// `g` becomes the gradient of a float32 sparse COO tensor on the CPU (coalesced here if it is
+// not); its buffers are reused (a caller keeps one `g` across calls: no page faults per call).
 // std::invalid_argument naming the problem for another dtype, device or layout.
 template <class Index>
-sparse::SparseGradient<Index> to_gradient(const at::Tensor& tensor, SparseShape& shape);
+void to_gradient(const at::Tensor& tensor, SparseShape& shape, sparse::SparseGradient<Index>& g);
 
 // Makes `tensor` (sparse COO, as passed to to_gradient) the sum, coalesced, in place, with its
 // sizes, sparse_dim and dense_dim: every block (row) holding at least one entry of the result (a
