@@ -45,6 +45,8 @@ def read_trace(directory, rank, step=0):
     dtype = torch.int32 if index_bytes == 4 else torch.int64
     end = HEADER.size + nnz * index_bytes
     idx = torch.frombuffer(bytearray(data[HEADER.size:end]), dtype=dtype).long()
+    if index_bytes == 4:
+        idx &= 0xFFFFFFFF  # unsigned 32-bit indices (torch 1.13 has no uint32)
     vals = torch.frombuffer(bytearray(data[end:end + nnz * 4]), dtype=torch.float32)
     return torch.sparse_coo_tensor(idx.unsqueeze(0), vals, (elements,))._coalesced_(True)
 

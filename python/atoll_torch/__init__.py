@@ -10,20 +10,21 @@ allgather and barrier are supported; other collectives raise NotImplementedError
 """
 
 import atexit
-import ctypes
-import ctypes.util
 import os
 import socket
+import sys
+import traceback
 
-# Open MPI loads its plugins with dlopen and resolves them against libmpi: it must be global.
-_libmpi = ctypes.util.find_library("mpi")
-if _libmpi is None:
-    raise ImportError("atoll_torch: libmpi not found (apt-get install libopenmpi-dev)")
-ctypes.CDLL(_libmpi, mode=ctypes.RTLD_GLOBAL)
+import torch.distributed as _dist
 
-import torch.distributed as _dist  # noqa: E402  (after libmpi)
-
-from . import _C  # noqa: E402
+# Open MPI loads its plugins with dlopen and resolves them against libmpi, so the libmpi that _C
+# links must be loaded global (as mpi4py does).
+_flags = sys.getdlopenflags()
+sys.setdlopenflags(_flags | os.RTLD_GLOBAL)
+try:
+    from . import _C
+finally:
+    sys.setdlopenflags(_flags)
 
 __all__ = ["set_sparse_scheme", "last_stats", "SCHEMES"]
 
@@ -33,28 +34,55 @@ _C.init_mpi()
 atexit.register(_C.finalize_mpi)
 
 
+def _abort_on_uncaught(kind, value, tb):
+    """An uncaught exception on one rank ends the whole job (MPI_Abort), as `python -m mpi4py`
+    does: MPI_Finalize at exit would wait for the other ranks, which wait in their next
+    collective for this one."""
+    traceback.print_exception(kind, value, tb)
+    sys.stderr.flush()
+    _C.abort_job(1)
+
+
+sys.excepthook = _abort_on_uncaught
+
+
 def _rendezvous_environment():
-    """torch's default init_method (env://) needs a store: rank 0's host and a free port there,
-    agreed over MPI. A value the user set is kept (and must agree with MPI)."""
+    """torch's default init_method (env://) needs a store: rank 0's host and a port free there,
+    agreed over MPI (127.0.0.1 when every rank is on rank 0's node). RANK and WORLD_SIZE come from
+    MPI; MASTER_ADDR/MASTER_PORT set by the user are kept when rank 0 has them, and must then be
+    the same on every rank. A disagreement is an error on every rank."""
     rank, size = _C.world_rank(), _C.world_size()
+    problem = None
     for name, value in (("RANK", rank), ("WORLD_SIZE", size)):
-        if name in os.environ and int(os.environ[name]) != value:
-            raise RuntimeError(f"atoll_torch: {name}={os.environ[name]} in the environment, but "
-                               f"MPI says {value}: unset it (atoll_torch takes both from MPI)")
-        os.environ[name] = str(value)
-    if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-        address = port = ""
-        if rank == 0:
-            address = "127.0.0.1" if size == 1 else socket.gethostname()
+        if name in os.environ and os.environ[name] != str(value):
+            problem = (f"{name}={os.environ[name]} in the environment of rank {rank}, but MPI "
+                       f"says {value}: unset it (atoll_torch takes both from MPI)")
+    mine = f"{os.environ.get('MASTER_ADDR', '')}:{os.environ.get('MASTER_PORT', '')}"
+    chosen = ""
+    if rank == 0:
+        address, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+        if not address:
+            address = "127.0.0.1" if _C.ranks_on_node() == size else socket.gethostname()
+        if not port:
             with socket.socket() as s:  # a port free now; the store binds it right after
                 s.bind(("", 0))
                 port = str(s.getsockname()[1])
-        os.environ.setdefault("MASTER_ADDR", _C.broadcast_string(address, 0))
-        os.environ.setdefault("MASTER_PORT", _C.broadcast_string(port, 0))
+        chosen = f"{address}:{port}"
+    chosen = _C.broadcast_string(chosen, 0)
+    if problem is None and mine != ":" and mine != chosen:
+        problem = (f"MASTER_ADDR:MASTER_PORT is {mine} on rank {rank} but {chosen} on rank 0: "
+                   "set them on every rank alike, or on none")
+    if _C.any_rank(problem is not None):
+        raise RuntimeError(f"atoll_torch: {problem or 'another rank has a bad rendezvous environment (it says why)'}")
+    address, port = chosen.rsplit(":", 1)
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(size), MASTER_ADDR=address, MASTER_PORT=port)
 
 
 def _create(options, pg_options):
     """torch's creator (extended API): the group's world ranks come with the options."""
+    if pg_options is not None:
+        raise ValueError("the atoll backend takes no pg_options: choose the sparse scheme with "
+                         "atoll_torch.set_sparse_scheme(group, name)")
     return _C.ProcessGroupAtoll(list(options.global_ranks_in_group), options.group_rank,
                                 options.group_size, options.timeout.total_seconds())
 
@@ -73,7 +101,8 @@ def _atoll_group(group):
 
 def set_sparse_scheme(group=None, scheme="zen"):
     """The scheme that sums sparse tensors on `group` (None: the default group). Every rank of
-    the group must set the same one. ValueError names the valid schemes."""
+    the group must set the same one (a sparse allreduce with different schemes is an error on
+    every rank). ValueError names the valid schemes."""
     _atoll_group(group).set_sparse_scheme(scheme)
 
 

@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,16 +33,29 @@ atl::comm::Communicator& world() {
   return *world_comm();
 }
 
+// Whether this module started MPI (and so finalizes it).
+bool& started_here() {
+  static bool started = false;
+  return started;
+}
+
 void init_mpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (world_comm()) return;
-  if (initialized) {
+  if (initialized) {  // by another library (mpi4py): its thread level must do
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      throw std::runtime_error(fmt::format(
+          "atoll_torch: MPI was started at thread level {} < MPI_THREAD_SERIALIZED", provided));
+    }
     world_comm().emplace(atl::comm::Communicator::world());
     return;
   }
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  started_here() = true;
   if (provided < MPI_THREAD_SERIALIZED) {
     throw std::runtime_error(
         fmt::format("atoll_torch: MPI provides thread level {} < MPI_THREAD_SERIALIZED", provided));
@@ -54,7 +68,7 @@ void finalize_mpi() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   world_comm().reset();
-  if (initialized && !finalized) MPI_Finalize();
+  if (started_here() && initialized && !finalized) MPI_Finalize();
 }
 
 // The group of `ranks` (world ranks, in group order; empty: every rank), checked against torch's
@@ -114,12 +128,24 @@ PYBIND11_MODULE(_C, m) {
   py::module_::import("torch.distributed");  // registers torch's ProcessGroup type first
   m.def("init_mpi", &init_mpi, "MPI_Init_thread (MPI_THREAD_SERIALIZED) unless already started");
   m.def("finalize_mpi", &finalize_mpi, "MPI_Finalize unless already done");
+  m.def(
+      "abort_job", [](int code) { atl::comm::MpiRuntime::abort_job(code); },
+      "MPI_Abort: ends every rank of the job (after an uncaught exception on this one)");
+  m.def("ranks_on_node", [] { return world().ranks_on_node(); });
+  m.def(
+      "any_rank",
+      [](bool flag) {
+        std::lock_guard lock(ProcessGroupAtoll::mpi_mutex());
+        return world().allreduce_value<int>(flag ? 1 : 0, atl::comm::ReduceOp::max) != 0;
+      },
+      "whether `flag` is true on any rank of the world (collective)");
   m.def("scheme_names", [] { return atl::sync::scheme_names(); });
   m.def("world_rank", [] { return world().rank(); });
   m.def("world_size", [] { return world().size(); });
   m.def(
       "broadcast_string",
       [](std::string s, int root) {
+        std::lock_guard lock(ProcessGroupAtoll::mpi_mutex());
         std::uint64_t n = s.size();
         world().broadcast(std::span<std::uint64_t>(&n, 1), root);
         s.resize(n);

@@ -2,13 +2,17 @@
 // communicator layer. allreduce of a dense tensor is MPI's allreduce; of a sparse COO tensor, the
 // chosen sparse scheme (zen by default, any of make_scheme's names or auto). broadcast, allgather
 // and barrier map to the communicator's; every other collective raises NotImplementedError naming
-// it. Every call first checks, over the group, that all ranks passed the same kind, dtype and
-// shape: a mismatch is a clear error on every rank, never a hang or a wrong sum. Work runs in the
-// calling thread and is complete when the call returns (calls are serialized by a mutex, so DDP's
-// autograd thread and the main thread never meet inside MPI). Private to the atoll_torch module.
+// it. Every call first checks, over the group, that all ranks made the same call (collective,
+// tensor kind, dtype and shape, op or root, sparse scheme) and that none found its own arguments
+// wrong: otherwise the same clear error on every rank, never a hang or a wrong sum. Results are
+// written as data only (no autograd in-place check or history change, as Gloo's writes). Work
+// runs in the calling thread and is complete when the call returns; every MPI call of the process
+// holds one lock (mpi_mutex): MPI runs at MPI_THREAD_SERIALIZED and torch may call from any
+// thread. Private to the atoll_torch module.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,6 +24,9 @@
 #include "atoll/sync/scheme.h"
 
 namespace atl::torch_backend {
+
+// The collectives the backend runs (the argument check compares them across ranks).
+enum class Collective : std::int64_t { allreduce, broadcast, allgather, allgather_base, barrier };
 
 // What the last sparse allreduce did, and totals since the group was made.
 struct BackendStats {
@@ -38,6 +45,11 @@ struct BackendStats {
 class ProcessGroupAtoll : public c10d::ProcessGroup {
  public:
   ProcessGroupAtoll(comm::Communicator comm, std::chrono::milliseconds timeout);
+  ~ProcessGroupAtoll() override;
+
+  // MPI's thread level (MPI_THREAD_SERIALIZED) and the watchdog are the process's: every MPI call
+  // of the module, on any group, holds this lock.
+  static std::mutex& mpi_mutex();
 
   const std::string getBackendName() const override { return "atoll"; }
 
@@ -94,15 +106,16 @@ class ProcessGroupAtoll : public c10d::ProcessGroup {
   void allreduce_dense(at::Tensor& tensor, const c10d::ReduceOp& op);
   // Collective: every rank's (kind, dtype, shape) of `t` for `op`; c10::Error naming the first
   // rank that differs from rank 0, on every rank.
-  // `problem`: what this rank found wrong with its own arguments (raised on every rank).
-  // `extra_name`/`extra`: one more number that must agree (the op, the root), or null.
-  void check_same_tensor(const char* op, const at::Tensor& t,
-                         const std::optional<std::string>& problem, const char* extra_name,
-                         std::int64_t extra);
+  // Collective: every rank's call (which collective, the tensor's kind, dtype and shape, `extra`
+  // named `extra_name`, e.g. the op or the root, and the sparse scheme's index or -1) against rank
+  // 0's; c10::Error naming the first rank that differs, on every rank. `problem`: what this rank
+  // found wrong with its own arguments (raised on every rank). `t`: null for a barrier.
+  void check_same_call(Collective c, const at::Tensor* t, const std::optional<std::string>& problem,
+                       const char* extra_name, std::int64_t extra, std::int64_t scheme);
 
-  mutable std::mutex mutex_;
   comm::Communicator comm_;
   std::unique_ptr<sync::SyncScheme> scheme_;
+  std::int64_t scheme_index_ = -1;  // in sync::scheme_names()
   // Per index width: the input gradient and the result, kept across calls (their buffers reused).
   template <class Index>
   struct Buffers {

@@ -5,8 +5,11 @@ import pytest
 
 @pytest.fixture(scope="session")
 def world():
+    from datetime import timedelta
+
     import atoll_torch  # noqa: F401  (starts MPI, registers "atoll")
     import torch.distributed as dist
     if not dist.is_initialized():
-        dist.init_process_group("atoll")
+        # a test that desynchronizes the ranks ends in the watchdog's message, not a silent kill
+        dist.init_process_group("atoll", timeout=timedelta(seconds=120))
     return dist.get_rank(), dist.get_world_size()

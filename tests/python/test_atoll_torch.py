@@ -109,7 +109,8 @@ def test_dense_min_max_and_strided(world):
     t = torch.full((4,), float(rank))
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     assert t.tolist() == [float(size - 1)] * 4
-    m = torch.arange(8.0).reshape(2, 4).t() + rank  # not contiguous
+    m = (torch.arange(8.0).reshape(2, 4) + rank).t()
+    assert not m.is_contiguous()
     dist.all_reduce(m, op=dist.ReduceOp.MIN)
     assert torch.equal(m, torch.arange(8.0).reshape(2, 4).t())
 
@@ -143,13 +144,13 @@ def test_shapes_differ_across_ranks(world):
     if size == 1:
         dist.all_reduce(t)
         return
-    with pytest.raises(RuntimeError, match="ranks passed different tensors.*rank 0 has sparse"):
+    with pytest.raises(RuntimeError, match="calls differ: rank 0 called allreduce of a sparse"):
         dist.all_reduce(t)
     d = torch.zeros(3 + rank % 2)
-    with pytest.raises(RuntimeError, match="different tensors"):
+    with pytest.raises(RuntimeError, match="calls differ"):
         dist.all_reduce(d)
     x = torch.ones(2, dtype=torch.float64 if rank == 1 else torch.float32)
-    with pytest.raises(RuntimeError, match="different tensors"):
+    with pytest.raises(RuntimeError, match="calls differ"):
         dist.all_reduce(x)
     ok = torch.ones(2)  # the group still works
     dist.all_reduce(ok)
@@ -166,7 +167,7 @@ def test_wrong_dtype_is_refused_on_every_rank(world):
         dist.all_reduce(h)
     # only one rank wrong: the others raise too, naming it
     bad = torch.ones(2, dtype=torch.float16 if rank == size - 1 else torch.float32)
-    with pytest.raises(RuntimeError, match=f"on rank {size - 1}"):
+    with pytest.raises(RuntimeError, match=f"rank {size - 1}: dense allreduce takes"):
         dist.all_reduce(bad)
 
 
@@ -198,3 +199,46 @@ def test_more_than_2_32_elements(world):
         expected[2**32 + r] = 2.0
     assert dict(zip(t._indices()[0].tolist(), t._values().tolist())) == expected
     assert atoll_torch.last_stats()["elements"] == m
+
+
+def test_different_collectives_or_schemes_across_ranks(world):
+    rank, size = world
+    if size == 1:
+        return
+    with pytest.raises(RuntimeError, match="calls differ: rank 0 called allreduce"):
+        if rank == 0:
+            dist.all_reduce(torch.ones(2))
+        else:
+            dist.all_gather([torch.empty(2) for _ in range(size)], torch.ones(2))
+    with pytest.raises(RuntimeError, match="calls differ.*barrier"):
+        if rank == 0:
+            dist.barrier()
+        else:
+            dist.broadcast(torch.ones(1), 0)
+    atoll_torch.set_sparse_scheme(None, "zen" if rank == 0 else "sparcml")
+    with pytest.raises(RuntimeError, match="scheme zen.*scheme sparcml"):
+        dist.all_reduce(sparse_input(rank, (20,), 2, seed=11))
+    atoll_torch.set_sparse_scheme(None, "zen")
+
+
+def test_zero_size_dimensions(world):
+    rank, size = world
+    for shape, sparse_dim in (((0,), 1), ((5, 0), 1), ((0, 3), 2)):
+        t = torch.sparse_coo_tensor(torch.empty(sparse_dim, 0, dtype=torch.long),
+                                    torch.empty((0,) + shape[sparse_dim:]), shape)
+        dist.all_reduce(t)
+        assert t.is_coalesced() and t.shape == shape and t._nnz() == 0
+
+
+def test_inputs_that_require_grad(world):
+    rank, size = world
+    leaf = sparse_input(rank, (30, 2), 4, seed=12, sparse_dim=1).requires_grad_()
+    expected = reference([sparse_input(r, (30, 2), 4, seed=12, sparse_dim=1)
+                          for r in range(size)])
+    dist.all_reduce(leaf)
+    assert leaf.is_coalesced() and torch.equal(leaf.detach().to_dense(), expected)
+    p = torch.nn.Parameter(torch.ones(3, 2)).t()  # a non-contiguous view of a leaf
+    dist.all_reduce(p.data)
+    assert torch.equal(p.detach(), torch.full((2, 3), float(size)))
+    with pytest.raises(RuntimeError, match="overlaps itself"):
+        dist.all_reduce(torch.ones(1).expand(4))

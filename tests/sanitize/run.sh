@@ -24,7 +24,7 @@ if [ "${1:-}" = --cli ]; then
   mpi_tests+='|cli_bad_input|cli_plan'
 fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DATOLL_SANITIZE="$sanitize" >/dev/null
+  -DATOLL_SANITIZE="$sanitize" -DATOLL_TORCH_BACKEND=OFF >/dev/null
 ninja -C "$build" -j 2 "${targets[@]}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export LSAN_OPTIONS=suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0
