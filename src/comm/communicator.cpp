@@ -175,6 +175,12 @@ struct Communicator::Impl {
   std::vector<Request::State*> in_flight;
 
   ~Impl();
+  // Takes `comm`, which this (parent) communicator made (split, subgroup): owned, errors as
+  // return codes; its rank, size and ranks on this node.
+  struct Adopted {
+    int rank = 0, size = 1, on_node = 1;
+  };
+  Adopted adopt(Impl& child, int parent_rank, const char* what);
   // Before any blocking operation: posts every stage still to post of the requests in flight
   // (waiting for the stage before it), so that a peer blocked in wait() on one of them can finish
   // and reach the same blocking operation.
@@ -228,14 +234,9 @@ Communicator Communicator::split(int color, int key) {
             : std::nullopt);
   auto impl = std::make_unique<Impl>();
   impl_->check(MPI_Comm_split(impl_->comm, color, key, &impl->comm), rank_, "MPI_Comm_split");
-  impl->owns_comm = true;
-  impl_->check(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), rank_,
-               "MPI_Comm_set_errhandler (split)");
-  int rank = 0, size = 1;
-  MPI_Comm_rank(impl->comm, &rank);
-  MPI_Comm_size(impl->comm, &size);
-  Communicator c(std::move(impl), rank, size);
-  c.ranks_on_node_ = ranks_on_node_of(c.impl_->comm, rank, size);
+  const auto a = impl_->adopt(*impl, rank_, "split");
+  Communicator c(std::move(impl), a.rank, a.size);
+  c.ranks_on_node_ = a.on_node;
   return c;
 }
 
@@ -266,14 +267,9 @@ Communicator Communicator::subgroup(std::span<const int> ranks) {
   MPI_Group_free(&some);
   MPI_Group_free(&all);
   impl_->check(rc, rank_, "MPI_Comm_create_group");
-  impl->owns_comm = true;
-  impl_->check(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), rank_,
-               "MPI_Comm_set_errhandler (subgroup)");
-  int rank = 0, size = 1;
-  MPI_Comm_rank(impl->comm, &rank);
-  MPI_Comm_size(impl->comm, &size);
-  Communicator c(std::move(impl), rank, size);
-  c.ranks_on_node_ = ranks_on_node_of(c.impl_->comm, rank, size);
+  const auto a = impl_->adopt(*impl, rank_, "subgroup");
+  Communicator c(std::move(impl), a.rank, a.size);
+  c.ranks_on_node_ = a.on_node;
   return c;
 }
 
@@ -602,6 +598,18 @@ struct Request::State {
     return MPI_SUCCESS;
   }
 };
+
+Communicator::Impl::Adopted Communicator::Impl::adopt(Impl& child, int parent_rank,
+                                                      const char* what) {
+  child.owns_comm = true;
+  check(MPI_Comm_set_errhandler(child.comm, MPI_ERRORS_RETURN), parent_rank,
+        (std::string("MPI_Comm_set_errhandler (") + what + ")").c_str());
+  Adopted a;
+  MPI_Comm_rank(child.comm, &a.rank);
+  MPI_Comm_size(child.comm, &a.size);
+  a.on_node = ranks_on_node_of(child.comm, a.rank, a.size);
+  return a;
+}
 
 Communicator::Impl::~Impl() {
   // Requests outliving their communicator are completed now (they could not be later).
