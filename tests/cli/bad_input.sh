@@ -20,7 +20,7 @@ check_failed() {
     echo "FAIL $name: exit status 0"; echo "$out"; failures=$((failures + 1)); return
   fi
   for rank in 0 1; do
-    if ! grep -E "rank $rank" <<<"$out" | grep -qE -e "$pattern"; then
+    if ! grep -E "rank $rank" <<<"$out" | grep -E -e "$pattern" >/dev/null; then
       echo "FAIL $name: rank $rank did not report /$pattern/"; echo "$out"
       failures=$((failures + 1)); return
     fi

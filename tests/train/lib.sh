@@ -49,8 +49,10 @@ expect_error() {
   if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
     fail "$name: exit status $rc"; echo "$out"; return
   fi
+  # The second grep reads all its input (no -q): under pipefail, a grep -q that exits at the first
+  # match would make the first grep die of SIGPIPE on long output, failing at random.
   for ((rank = 0; rank < np; rank++)); do
-    if ! grep -E "rank $rank" <<<"$out" | grep -qE -e "$pattern"; then
+    if ! grep -E "rank $rank" <<<"$out" | grep -E -e "$pattern" >/dev/null; then
       fail "$name: rank $rank did not report /$pattern/"; echo "$out"; return
     fi
   done

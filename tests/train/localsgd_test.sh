@@ -192,7 +192,7 @@ b=("${a[@]}" --strategy aedit --sync-seconds 0.45 --inject-fault straggler:1:3,s
   --step-weight 0.5 --checkpoint-every 8)
 sim "${b[@]}" --out "$tmp/sim-straggler" >"$tmp/sim-straggler.out" 2>&1 || fail "aedit straggler run"
 cp -r "$tmp/sim-straggler" "$tmp/sim-resumed"
-first=$(ls "$tmp/sim-resumed/checkpoints/" | grep -E '^step-[0-9]+\.ckpt$' | head -1)
+first=$(ls "$tmp/sim-resumed/checkpoints/" | grep -E '^step-[0-9]+\.ckpt$' | sed -n 1p)
 for f in "$tmp/sim-resumed/checkpoints/"step-*.ckpt; do
   case $(basename "$f") in "${first%.ckpt}"*) ;; *) rm "$f" ;; esac
 done

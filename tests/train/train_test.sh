@@ -36,7 +36,7 @@ for s in agsparse sparcml omnireduce sparse_ps zen_coo zen auto; do
 done
 
 # 2. Learning: the loss falls (first vs last step of the zen run).
-first=$(losses "$tmp/zen/metrics.jsonl" | head -1 | cut -d' ' -f2)
+first=$(losses "$tmp/zen/metrics.jsonl" | sed -n 1p | cut -d' ' -f2)
 last=$(losses "$tmp/zen/metrics.jsonl" | tail -1 | cut -d' ' -f2)
 if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }'; then
   echo "ok   loss falls: $first -> $last"
@@ -76,7 +76,7 @@ expect_error() {
   if [ $rc -eq 124 ]; then fail "$name: hung (killed after 120 s)"; return; fi
   if [ $rc -eq 0 ]; then fail "$name: exit status 0"; echo "$out"; return; fi
   for rank in $(seq 0 $((np - 1))); do
-    if ! grep -E "rank $rank" <<<"$out" | grep -qE "$pattern"; then
+    if ! grep -E "rank $rank" <<<"$out" | grep -E -e "$pattern" >/dev/null; then
       fail "$name: rank $rank did not report /$pattern/"; echo "$out"; return
     fi
   done
@@ -132,7 +132,7 @@ else
   fail "JSON config + flag override"; echo "$out"
 fi
 if out=$(run 2 "$atoll" "${common[@]}" --steps 20 --topk 0.05 --out "$tmp/topk" 2>&1) &&
-  a=$(losses "$tmp/topk/metrics.jsonl" | head -1 | cut -d' ' -f2) &&
+  a=$(losses "$tmp/topk/metrics.jsonl" | sed -n 1p | cut -d' ' -f2) &&
   b=$(losses "$tmp/topk/metrics.jsonl" | tail -1 | cut -d' ' -f2) &&
   awk -v a="$a" -v b="$b" 'BEGIN { exit !(b < a - 0.5) }'; then
   echo "ok   top-k 5% with error feedback trains: $a -> $b"
