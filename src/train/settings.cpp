@@ -122,7 +122,23 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
              "(not --no-penalty)";
     }
   }
-  if (c.shard_group_size != 1) return "--topology with --shard-group-size > 1 is not built yet";
+  if (c.shard_group_size != 1) {  // the 2-D mesh: a site is a shard group (site_training.h)
+    if (c.strategy == "ddp") {
+      return "--strategy ddp with --topology runs one rank per site (--shard-group-size > 1 "
+             "applies to local SGD across sites)";
+    }
+    if (c.shard) {
+      return "--topology with --shard-group-size > 1 needs --no-shard: every rank of a site "
+             "holds the whole model (ZeRO-3 inside a site is not built); the site's exchange and "
+             "outer state are split over its ranks either way";
+    }
+    if (c.penalty && c.strategy != "diloco") {
+      return fmt::format(
+          "--strategy {} with --topology and --shard-group-size > 1 needs --no-penalty: EDiT's "
+          "penalty over a site's slices is not built (its per-layer norms span the site's ranks)",
+          c.strategy);
+    }
+  }
   if (c.topk > 0)
     return "--topology with --topk is not built yet (the residuals of ddp across sites)";
   if (c.overlap_rounds != 0 && c.overlap_rounds != 1) {

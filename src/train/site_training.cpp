@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <stdexcept>
@@ -27,11 +28,17 @@ wan::Topology load_sites(const TrainConfig& cfg, comm::Communicator& comm) {
     if (cfg.egress_gbps > 0) o.egress_bytes_per_s = cfg.egress_gbps * 1e9 / 8;
     if (cfg.ingress_gbps > 0) o.ingress_bytes_per_s = cfg.ingress_gbps * 1e9 / 8;
     t.emplace(wan::load_topology(o));
-    if (t->size() != static_cast<std::size_t>(comm.size())) {
+    const int S = cfg.shard_group_size;
+    if (t->size() != static_cast<std::size_t>(comm.size()) && S == 1) {
       problem = fmt::format(
           "--topology {} has {} sites but the job has {} ranks (one rank per site: run with "
           "-np {})",
           cfg.topology, t->size(), comm.size(), t->size());
+    } else if (t->size() != static_cast<std::size_t>(comm.size())) {
+      problem = fmt::format(
+          "--topology {} has {} sites but the job has {} workers of --shard-group-size {} ({} "
+          "ranks; one worker per site: run with -np {})",
+          cfg.topology, t->size(), comm.size(), S, comm.size() * S, t->size() * S);
     }
   } catch (const std::exception& e) {
     problem = fmt::format("--topology {}: {}", cfg.topology, e.what());
@@ -72,10 +79,12 @@ std::vector<double> site_speeds(const std::string& spec, const wan::Topology& t)
 
 }  // namespace
 
-SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Engine& engine)
+SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm,
+                           comm::Communicator* site_group, Engine& engine)
     : engine_(engine),
       topology_(load_sites(cfg, comm)),
       params_(engine.model->parameters()),
+      group_(site_group),
       local_sgd_(cfg.strategy != "ddp"),
       warmup_(cfg.sync_warmup_steps),
       every_(cfg.sync_every),
@@ -85,10 +94,16 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
       site_(static_cast<std::size_t>(comm.rank())),
       step_weight_(cfg.step_weight),
       fault_(parse_faults(cfg.inject_fault).corrupt),
-      world_(comm) {
-  payload_bytes_ = static_cast<double>(params_.elements() * sizeof(float));
+      sites_comm_(comm) {
+  const std::size_t n = params_.elements();
+  const auto S = static_cast<std::size_t>(group_ ? group_->size() : 1);
+  const auto g = static_cast<std::size_t>(group_ ? group_->rank() : 0);
+  lo_ = n * g / S;
+  hi_ = n * (g + 1) / S;
+  compute_s_ = cfg.compute_s;
+  payload_bytes_ = static_cast<double>(n * sizeof(float));
   if (cfg.pseudo_topk > 0) {  // the planner is asked with what a site sends: index and value
-    sparse_.emplace(params_.elements(), cfg.pseudo_topk, cfg.sync);
+    sparse_.emplace(hi_ - lo_, cfg.pseudo_topk, cfg.sync);
     const auto k =
         std::max(1.0, std::floor(cfg.pseudo_topk * static_cast<double>(params_.elements())));
     payload_bytes_ = k * 8.0;
@@ -114,7 +129,8 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
   }
   clock_.emplace(std::move(speeds), site_, cfg.compute_s);
   if (timed_) clock_->set_round_steps(round_steps_);
-  if ((cfg.strategy == "edit" || cfg.strategy == "aedit") && cfg.penalty) {  // each unit's runs of the flat parameters
+  // edit and aedit: EDiT's penalty over each unit's runs of the flat parameters.
+  if ((cfg.strategy == "edit" || cfg.strategy == "aedit") && cfg.penalty) {
     std::vector<localsgd::CliquePenalty::Segment> segments;
     std::size_t at = 0;
     for (const auto& p : engine.model->named_parameters()) {
@@ -131,6 +147,10 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm, Eng
 }
 
 void SiteTraining::charge_compute(int step, double measured_s) {
+  // A site's step under the 2-D mesh lasts as long as its slowest rank's (measured time only: a
+  // --compute-s clock is known everywhere).
+  if (group_ && !(compute_s_ > 0))
+    measured_s = group_->allreduce_value(measured_s, comm::ReduceOp::max);
   clock_->local_step(measured_s, is_local(step));
 }
 
@@ -141,7 +161,7 @@ std::int64_t SiteTraining::steps_of(std::size_t site) const {
 std::int64_t SiteTraining::batches() const {
   std::int64_t b = 0;
   for (std::size_t j = 0; j < round_steps_.size(); ++j) b += steps_of(j);
-  return b;
+  return b * (group_ ? group_->size() : 1);  // a site's step: a batch on each of its ranks
 }
 
 void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes) {
@@ -162,12 +182,22 @@ void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embed
 }
 
 void SiteTraining::begin_step(int step) {
-  if (!started_) wall0_ = world_.wtime();  // training time starts with the first step
+  if (!started_) wall0_ = sites_comm_.wtime();  // training time starts with the first step
   started_ = true;
   if (!is_local(step) || state_) return;
   std::vector<float> theta(params_.elements());
   params_.gather_values(theta);
-  state_.emplace(theta);
+  state_.emplace(own_slice(theta));
+}
+
+std::vector<float> SiteTraining::own_slice(const std::vector<float>& whole) const {
+  return {whole.begin() + static_cast<std::ptrdiff_t>(lo_),
+          whole.begin() + static_cast<std::ptrdiff_t>(hi_)};
+}
+
+std::vector<float> SiteTraining::site_whole(std::vector<float> slice) {
+  if (!group_) return slice;
+  return group_->allgatherv<float>(slice, nullptr);  // the group's ranks hold the slices in order
 }
 
 std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
@@ -184,7 +214,11 @@ std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
   if (sparse_) {  // the exchange first: the round model is charged the bytes it sent
     exchange(step, m);
     m.bytes_sent = clique.traffic().bytes_sent - sent0;
-    const auto most = clique.allreduce_value<std::uint64_t>(m.bytes_sent, comm::ReduceOp::max);
+    // What the site sent: its ranks' slices together (each rank of a site computes the same).
+    const auto site_sent =
+        group_ ? group_->allreduce_value<std::uint64_t>(m.bytes_sent, comm::ReduceOp::sum)
+               : m.bytes_sent;
+    const auto most = clique.allreduce_value<std::uint64_t>(site_sent, comm::ReduceOp::max);
     auto sent = round_options_;
     sent.payload_bytes = static_cast<double>(most) / static_cast<double>(clique.size() - 1);
     const double t =
@@ -203,8 +237,16 @@ std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
 }
 
 void SiteTraining::exchange(int step, Meeting& m) {
-  std::vector<float> theta(params_.elements());
-  params_.gather_values(theta);
+  std::vector<float> whole(params_.elements());
+  params_.gather_values(whole);
+  std::vector<float> theta = own_slice(whole);
+  // A site with a NaN or an infinity anywhere is dropped as a whole: every rank of a 2-D mesh
+  // site holds all parameters, and makes its slice say so.
+  if (group_ && !theta.empty() &&
+      !std::all_of(whole.begin(), whole.end(), [](float x) { return std::isfinite(x); })) {
+    theta[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  whole.clear();
   if (fault_ && step >= fault_->step) {  // experiments: this site's Δ scaled (nan: made NaN)
     if (site_ == static_cast<std::size_t>(fault_->rank)) {
       const auto f = static_cast<float>(fault_->scale);
@@ -216,7 +258,7 @@ void SiteTraining::exchange(int step, Meeting& m) {
     fault_.reset();
   }
   std::optional<Pending> pending;
-  if (overlap_) pending = Pending{theta, state_->anchor()};
+  if (overlap_) pending = Pending{theta, state_->anchor()};  // correction: the slice sent, for now
   const auto& entry = rounds_[m.round][static_cast<std::size_t>(m.clique)];
   auto& clique = cliques_[m.round];
   localsgd::CliqueMeeting met;
@@ -258,10 +300,11 @@ void SiteTraining::exchange(int step, Meeting& m) {
                m.skipped ? "no member was finite, the meeting is skipped"
                          : "dropped from the clique's mean");
   }
-  if (!pending) return params_.scatter_values(theta);
+  if (!pending) return params_.scatter_values(site_whole(std::move(theta)));
   for (std::size_t i = 0; i < theta.size(); ++i) {
     pending->correction[i] = theta[i] - pending->correction[i];
   }
+  pending->correction = site_whole(std::move(pending->correction));
   pending_ = std::move(pending);
 }
 
@@ -295,7 +338,7 @@ void SiteTraining::apply_pending() {
 
 void SiteTraining::finish() {
   apply_pending();
-  ended_ = world_.wtime() - excluded_;
+  ended_ = sites_comm_.wtime() - excluded_;
 }
 
 std::uint64_t SiteTraining::bytes_sent() const {
@@ -304,13 +347,13 @@ std::uint64_t SiteTraining::bytes_sent() const {
   return b;
 }
 
-double SiteTraining::wall() const { return world_.wtime() - wall0_ - excluded_; }
+double SiteTraining::wall() const { return sites_comm_.wtime() - wall0_ - excluded_; }
 
 double SiteTraining::training_span(comm::Communicator& comm) const {
   // From the latest site's first step (the model clock starts every site together; an earlier
   // start only waits at its first meeting) to the latest end.
   const double end =
-      comm.allreduce_value(ended_ ? *ended_ : world_.wtime() - excluded_, comm::ReduceOp::max);
+      comm.allreduce_value(ended_ ? *ended_ : sites_comm_.wtime() - excluded_, comm::ReduceOp::max);
   return end - comm.allreduce_value(wall0_, comm::ReduceOp::max);
 }
 
@@ -327,10 +370,12 @@ void SiteTraining::evaluate_mean_anchor(comm::Communicator& comm, const std::fun
   }
   std::vector<float> mine(params_.elements());
   params_.gather_values(mine);
-  // An anchor whose exchange is still in flight is not known yet: the one before it.
-  const std::vector<float>& own = pending_ ? pending_->anchor : state_->anchor();
-  std::vector<float> mean = own;
-  localsgd::average(comm, mean);
+  // An anchor whose exchange is still in flight is not known yet: the one before it. Averaged
+  // over the sites by slice (2-D mesh), then made whole on every rank of the site.
+  std::vector<float> mean = pending_ ? pending_->anchor : state_->anchor();
+  localsgd::average(sites_comm_, mean);
+  mean = site_whole(std::move(mean));
+  const std::vector<float> own = site_whole(pending_ ? pending_->anchor : state_->anchor());
   double off = 0, norm = 0;
   for (std::size_t i = 0; i < mean.size(); ++i) {
     const double d = double(own[i]) - mean[i];

@@ -11,7 +11,12 @@
 // round the clique's time from the validated round model (the call `atoll plan` uses), and per
 // ddp step the alpha-beta time of its collectives on the same links (ring allreduce of the dense
 // gradient, the embedding's sparse bytes as a unicast exchange). A clique's members leave the
-// round together at the latest member's arrival plus the clique's time. Private to src/train.
+// round together at the latest member's arrival plus the clique's time.
+// With the 2-D mesh (--shard-group-size S > 1, local SGD) a site is a shard group of S ranks that
+// average gradients every step and hold identical replicas; the site's exchange and its outer
+// state (anchor, momentum, --pseudo-topk residual) are split over its ranks: rank g of every site
+// exchanges the g-th of S contiguous slices of the flat parameters over the mesh's sync group g,
+// and the site's ranks then all-gather the new slices. Private to src/train.
 #pragma once
 
 #include <torch/torch.h>
@@ -37,9 +42,11 @@ namespace atl::train {
 
 class SiteTraining {
  public:
-  // Loads the topology, checks that the world has one rank per site, builds the schedule and
-  // each round's clique communicators. Collective; comm::CollectiveError on bad input.
-  SiteTraining(const TrainConfig& config, comm::Communicator& comm, Engine& engine);
+  // Loads the topology, checks that `comm` (the world, or the mesh's sync group) has one rank per
+  // site, builds the schedule and each round's clique communicators. `site_group`: the site's
+  // ranks under the 2-D mesh, else null. Collective; comm::CollectiveError on bad input.
+  SiteTraining(const TrainConfig& config, comm::Communicator& comm, comm::Communicator* site_group,
+               Engine& engine);
 
   const wan::Topology& topology() const { return topology_; }
   const std::string& schedule_name() const { return schedule_name_; }
@@ -95,7 +102,8 @@ class SiteTraining {
   bool edit() const { return penalty_.has_value(); }
 
   // Runs f with the model set to the mean over all sites of their anchors θ̄_i (the replicas,
-  // identical, before local training), then restores this site's parameters. Collective.
+  // identical, before local training), then restores this site's parameters. Collective over
+  // the world `comm`.
   // last_spread(): max over sites of ||θ̄_i − mean|| / ||mean|| at that evaluation.
   void with_mean_anchor(comm::Communicator& comm, const std::function<void()>& f);
   double last_spread() const { return spread_; }
@@ -129,16 +137,22 @@ class SiteTraining {
   // member names the sites dropped on stderr.
   void penalize(int step, Meeting& m, const localsgd::CliquePenalty::Outcome& out);
   void evaluate_mean_anchor(comm::Communicator& comm, const std::function<void()>& f);
+  // The site's whole vector from this rank's slice of it (all-gathered over the site's ranks;
+  // one rank per site: the slice is the whole).
+  std::vector<float> site_whole(std::vector<float> slice);
+  std::vector<float> own_slice(const std::vector<float>& whole) const;
 
   // --overlap-rounds 1: the last meeting's exchange, still in flight on the model clock.
   struct Pending {
-    std::vector<float> correction;  // new anchor − the parameters sent
-    std::vector<float> anchor;      // the anchor before the meeting (what the site knows)
+    std::vector<float> correction;  // new anchor − the parameters sent (all parameters)
+    std::vector<float> anchor;      // the anchor before the meeting (this rank's slice)
   };
 
   Engine& engine_;
   wan::Topology topology_;
-  FlatParams params_;  // every parameter (the embedding first), one flat buffer
+  FlatParams params_;            // every parameter (the embedding first), one flat buffer
+  comm::Communicator* group_;    // the site's ranks (2-D mesh), else null
+  std::size_t lo_ = 0, hi_ = 0;  // this rank's slice of the flat parameters
   double payload_bytes_ = 0;
   wan::RoundOptions round_options_;
   std::string schedule_name_;
@@ -152,6 +166,7 @@ class SiteTraining {
   std::vector<std::int64_t> round_steps_;  // per site: local steps per round
   std::size_t site_ = 0, meetings_ = 0;
   double step_weight_ = 0;               // aedit --step-weight r
+  double compute_s_ = 0;                 // --compute-s (0: measured)
   std::optional<FaultInjection> fault_;  // --inject-fault corrupt:SITE:STEP:SCALE, until it fires
   std::optional<SparsePseudoGradient> sparse_;      // --pseudo-topk
   std::optional<localsgd::CliquePenalty> penalty_;  // edit: EDiT's penalty by clique
@@ -160,7 +175,7 @@ class SiteTraining {
   std::optional<double> ended_;  // MPI_Wtime less validation after the last step
   std::optional<localsgd::CliqueOuterState> state_;  // from the first local step
   std::optional<Pending> pending_;
-  comm::Communicator& world_;
+  comm::Communicator& sites_comm_;  // one rank per site: the world, or the mesh's sync group
 };
 
 }  // namespace atl::train

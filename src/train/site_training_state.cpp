@@ -55,10 +55,13 @@ void SiteTraining::load(torch::serialize::InputArchive& ar) {
   torch::Tensor meetings;
   ar.read("site_meetings", meetings);
   meetings_ = static_cast<std::size_t>(meetings.item<std::int64_t>());
-  const auto expect = [&](std::vector<float> v) {
-    if (v.size() != params_.elements()) {
+  // This rank's slice of the parameters (the whole with one rank per site), or all of them.
+  const auto expect = [&](std::vector<float> v, bool slice = true) {
+    const std::size_t n = slice ? hi_ - lo_ : params_.elements();
+    if (v.size() != n) {
       throw std::runtime_error("the checkpoint's site state has " + std::to_string(v.size()) +
-                               " parameters, the model " + std::to_string(params_.elements()));
+                               " parameters, this rank's " + (slice ? "slice of the " : "") +
+                               "model " + std::to_string(n));
     }
     return v;
   };
@@ -81,7 +84,7 @@ void SiteTraining::load(torch::serialize::InputArchive& ar) {
   }
   pending_.reset();
   if (has_key(ar, "site_pending_correction")) {
-    pending_ = Pending{expect(values_of<float>(ar, "site_pending_correction")),
+    pending_ = Pending{expect(values_of<float>(ar, "site_pending_correction"), false),
                        expect(values_of<float>(ar, "site_pending_anchor"))};
   }
 }

@@ -113,7 +113,7 @@ class TrainRun {
   // ddp steps (and local SGD's warm-up steps); sharded: reduce-scatter in the group, allreduce
   // of the pieces across the groups.
   std::optional<DataParallel<Index>> ddp_;
-  std::optional<SiteTraining> sites_;  // training across sites: each rank a site
+  std::optional<SiteTraining> sites_;  // training across sites: each worker a site
   std::optional<LocalSgd<Index>> local_sgd_;
   std::optional<DataParallel<Index>> group_ddp_;
   LocalSgd<Index>* diloco_ = nullptr;
@@ -153,13 +153,15 @@ TrainRun<Index>::TrainRun(Communicator& comm, const TrainConfig& cfg)
       timer_([&comm] { return comm.wtime(); }) {
   if (mesh_.group() && cfg.shard) engine_.shard_optimizer(cfg, *mesh_.group());
   ddp_.emplace(comm, cfg, engine_, rank_, engine_.sharded != nullptr, &mesh_.sync());
-  if (!cfg.topology.empty()) {
-    sites_.emplace(cfg, comm, engine_);
+  if (!cfg.topology.empty()) {  // a site per worker: per rank, or per shard group
+    sites_.emplace(cfg, mesh_.sync(), mesh_.group(), engine_);
     this_run_.sites = sites_->fingerprint();
+  }
+  if (cfg.strategy != "ddp" && mesh_.group()) {
+    group_ddp_.emplace(*mesh_.group(), cfg, engine_, rank_, cfg.shard);
   }
   if (cfg.strategy != "ddp" && !sites_) {
     local_sgd_.emplace(cfg, engine_, mesh_.workers(), mesh_.group());
-    if (mesh_.group()) group_ddp_.emplace(*mesh_.group(), cfg, engine_, rank_, cfg.shard);
     diloco_ = &*local_sgd_;
   }
 }
@@ -196,8 +198,8 @@ void TrainRun<Index>::begin() {
     if (sites_->timed()) {
       std::vector<std::string> steps;
       for (std::size_t j = 0; j < sites_->round_steps().size(); ++j)
-        steps.push_back(fmt::format("{} {}", sites_->topology().site(j).code,
-                                    sites_->round_steps()[j]));
+        steps.push_back(
+            fmt::format("{} {}", sites_->topology().site(j).code, sites_->round_steps()[j]));
       fmt::print("  aedit: local steps per round ({} s of each site's model clock): {}\n",
                  cfg_.sync_seconds, fmt::join(steps, ", "));
     }
@@ -323,8 +325,8 @@ bool TrainRun<Index>::step(int step) {
   }
   if (checkpoint_now) {  // aedit: named after rank 0's step count
     const int name = !timed_ || !local_step ? step
-                     : sites_             ? static_cast<int>(sites_->steps_of(0))
-                                          : static_cast<int>(diloco_->last_round()->local_steps[0]);
+                     : sites_               ? static_cast<int>(sites_->steps_of(0))
+                              : static_cast<int>(diloco_->last_round()->local_steps[0]);
     save_checkpoint(comm_, outer_, cfg_, engine_, diloco_, sites_ ? &*sites_ : nullptr, this_run_,
                     name, step);
   }
