@@ -1,0 +1,125 @@
+#include "atoll/sparse/elias_fano.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+
+namespace atl::sparse {
+namespace {
+
+// The high part's length in bits: the last position's high part plus the k − 1 ones before it.
+std::uint64_t high_bits(std::uint64_t universe, std::uint64_t count, unsigned low) {
+  return count + ((universe - 1) >> low);
+}
+
+std::uint64_t low_bytes(std::uint64_t count, unsigned low) { return (count * low + 7) / 8; }
+
+void put_bits(std::uint8_t* bytes, std::uint64_t at, std::uint64_t value, unsigned width) {
+  for (unsigned b = 0; b < width; ++b) {
+    if ((value >> b) & 1) bytes[(at + b) / 8] |= static_cast<std::uint8_t>(1u << ((at + b) % 8));
+  }
+}
+
+std::uint64_t get_bits(const std::uint8_t* bytes, std::uint64_t at, unsigned width) {
+  std::uint64_t v = 0;
+  for (unsigned b = 0; b < width; ++b)
+    v |= std::uint64_t{(bytes[(at + b) / 8] >> ((at + b) % 8)) & 1u} << b;
+  return v;
+}
+
+}  // namespace
+
+unsigned elias_fano_low_bits(std::uint64_t universe, std::uint64_t count) {
+  if (count == 0 || universe <= count) return 0;
+  return static_cast<unsigned>(std::bit_width(universe / count) - 1);
+}
+
+std::uint64_t elias_fano_bytes(std::uint64_t universe, std::uint64_t count) {
+  if (count == 0) return 0;
+  const unsigned low = elias_fano_low_bits(universe, count);
+  return low_bytes(count, low) + (high_bits(universe, count, low) + 7) / 8;
+}
+
+void elias_fano_encode(std::span<const std::uint64_t> positions, std::uint64_t universe,
+                       std::vector<std::uint8_t>& out) {
+  const std::uint64_t k = positions.size();
+  if (k == 0) return;
+  if (k > universe) {
+    throw std::invalid_argument(
+        fmt::format("elias_fano_encode: {} positions in a universe of {}", k, universe));
+  }
+  const unsigned low = elias_fano_low_bits(universe, k);
+  const std::size_t at = out.size();
+  out.resize(at + elias_fano_bytes(universe, k), 0);
+  std::uint8_t* lows = out.data() + at;
+  std::uint8_t* highs = lows + low_bytes(k, low);
+  const std::uint64_t mask = low == 0 ? 0 : (~std::uint64_t{0} >> (64 - low));
+  for (std::uint64_t i = 0; i < k; ++i) {
+    const std::uint64_t x = positions[i];
+    if (x >= universe || (i > 0 && x <= positions[i - 1])) {
+      out.resize(at);
+      throw std::invalid_argument(fmt::format(
+          "elias_fano_encode: position {} ({}) is not below {} and above the one before", i, x,
+          universe));
+    }
+    put_bits(lows, i * low, x & mask, low);
+    const std::uint64_t h = (x >> low) + i;
+    highs[h / 8] |= static_cast<std::uint8_t>(1u << (h % 8));
+  }
+}
+
+void elias_fano_decode(std::span<const std::uint8_t> code, std::uint64_t universe,
+                       std::uint64_t count, std::vector<std::uint64_t>& out) {
+  out.clear();
+  if (count > universe) {
+    throw std::runtime_error(
+        fmt::format("Elias-Fano block: {} positions in a universe of {}", count, universe));
+  }
+  if (code.size() != elias_fano_bytes(universe, count)) {
+    throw std::runtime_error(fmt::format("Elias-Fano block: {} bytes for {} positions in {} ({})",
+                                         code.size(), count, universe,
+                                         elias_fano_bytes(universe, count)));
+  }
+  if (count == 0) return;
+  const unsigned low = elias_fano_low_bits(universe, count);
+  const std::uint64_t lb = low_bytes(count, low), hb = high_bits(universe, count, low);
+  const std::uint8_t* lows = code.data();
+  if (count * low % 8 != 0 && (lows[lb - 1] >> (count * low % 8)) != 0) {
+    throw std::runtime_error("Elias-Fano block: bits set past the low part");
+  }
+  out.reserve(count);
+  for (std::uint64_t byte = 0; byte < code.size() - lb; ++byte) {
+    unsigned bits = code[lb + byte];
+    while (bits != 0) {
+      const std::uint64_t p = byte * 8 + static_cast<unsigned>(std::countr_zero(bits));
+      bits &= bits - 1;
+      const std::uint64_t i = out.size();
+      if (i == count || p >= hb) {
+        throw std::runtime_error(fmt::format(
+            "Elias-Fano block: more than {} ones in the high part, or one past its {} bits", count,
+            hb));
+      }
+      const std::uint64_t x = ((p - i) << low) | get_bits(lows, i * low, low);
+      if (x >= universe || (i > 0 && x <= out.back())) {
+        throw std::runtime_error(fmt::format(
+            "Elias-Fano block: position {} ({}) is not below {} and above the one before", i, x,
+            universe));
+      }
+      out.push_back(x);
+    }
+  }
+  if (out.size() != count) {
+    throw std::runtime_error(
+        fmt::format("Elias-Fano block: {} ones in the high part, not {}", out.size(), count));
+  }
+}
+
+double subset_entropy_bits(std::uint64_t universe, std::uint64_t count) {
+  if (count == 0 || count >= universe) return 0;
+  const double u = static_cast<double>(universe), k = static_cast<double>(count);
+  return (std::lgamma(u + 1) - std::lgamma(k + 1) - std::lgamma(u - k + 1)) / std::log(2.0);
+}
+
+}  // namespace atl::sparse
