@@ -290,7 +290,8 @@ void SiteTraining::exchange(int step, Meeting& m) {
   }
   for (int member : met.dropped) m.dropped.push_back(entry.sites[static_cast<std::size_t>(member)]);
   m.skipped = met.skipped;
-  if (!m.dropped.empty() && clique.rank() == 0) {
+  // Said once per clique: by its first site's first rank (the 2-D mesh: every rank knows it).
+  if (!m.dropped.empty() && clique.rank() == 0 && (!group_ || group_->rank() == 0)) {
     std::vector<std::string> names;
     for (auto s : m.dropped) names.push_back(topology_.site(s).code);
     fmt::print(stderr,
