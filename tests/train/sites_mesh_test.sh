@@ -3,7 +3,8 @@
 # shard group of 2 ranks that splits the site's exchange and outer state. With the all-to-all
 # schedule it equals plain diloco on the same mesh (each rank the whole state); on a rotating
 # pairs schedule the meetings follow the rounds, the sites' anchors differ, a checkpoint taken with
-# an exchange in flight resumes exactly; --pseudo-topk runs; bad input errors on every rank.
+# an exchange in flight resumes exactly; --pseudo-topk runs; a NaN site is dropped whole; bad input
+# errors on every rank.
 # usage: sites_mesh_test.sh ATOLL_BINARY
 set -uo pipefail
 atoll=$1
@@ -80,7 +81,22 @@ print(f"ok   --pseudo-topk 0.01 on 3 sites x 2 ranks: {max(sent)} bytes per meet
       f"(dense {min(full)}), val loss {loss[-1]:.3f}")
 PY
 
-# 4. Bad input.
+# 4. A site whose parameters turn NaN (site 2 at its step-6 meeting) is dropped from the mean on
+# both its ranks' slices, named once; the run ends finite.
+run 6 "$atoll" "${common[@]}" "${l[@]}" --shard-group-size 2 --topology "$tmp/three.csv" \
+  --schedule all-to-all --compute-s 0.1 --inject-fault corrupt:2:6:nan --out "$tmp/nan" \
+  >"$tmp/nan.out" 2>&1 || fail "nan run"
+python3 - "$tmp/nan/metrics.jsonl" "$tmp/nan.out" <<'PY' || fail "nan dropped"
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+dropped = {j["step"]: j["dropped"] for j in lines if j.get("dropped")}
+val = [j["val_loss"] for j in lines if "val_loss" in j]
+said = open(sys.argv[2]).read().count("had non-finite parameters")
+assert dropped == {6: [2]} and all(math.isfinite(v) for v in val) and said == 1, (dropped, val, said)
+print(f"ok   NaN site dropped on the mesh: {dropped}, named {said} time, validation {val[-1]:.3f}")
+PY
+
+# 5. Bad input.
 t=(--strategy diloco --topology "$tmp/three.csv" --shard-group-size 2 --compute-s 0.1)
 EXPECT_NP=4 expect_error mesh-world \
   "has 3 sites but the job has 2 workers of --shard-group-size 2 .*-np 6" "${common[@]}" "${t[@]}" --no-shard
