@@ -40,6 +40,7 @@
 #include "step_compute.h"
 #include "step_record.h"
 #include "step_timer.h"
+#include "threads.h"
 #include "timeline.h"
 
 namespace atl::train {
@@ -400,7 +401,7 @@ void TrainRun<Index>::end() {
 
 template <class Index>
 int run(Communicator& comm, const TrainConfig& cfg) {
-  torch::set_num_threads(1);
+  use_one_compute_thread();
   return TrainRun<Index>(comm, cfg).run();
 }
 
