@@ -1,6 +1,6 @@
 # Shared by the end-to-end training tests (tests/train/*_test.sh): source it after setting
 # `atoll` (the binary). Sets tmp (removed at exit), failures and common; defines fail, run,
-# field, compare, same, check, expect_error.
+# field, compare, same, check, resumed_exactly, expect_error.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -37,6 +37,18 @@ check() {
     echo "ok   $1: losses $msg; validation $msg2"
   else
     fail "$1: losses ${msg:-?}; validation ${msg2:-?}"
+  fi
+}
+# resumed_exactly NAME FULL RESUMED FROM: in the metrics of run directories FULL and RESUMED, the
+# steps >= FROM have the same losses and validation losses (1e-6) and model clock (1e-9).
+resumed_exactly() {
+  local name=$1 a=$2/metrics.jsonl b=$3/metrics.jsonl from=$4 msg msg2 msg3
+  if msg=$(compare loss "$a" "$b" 1e-6 "$from") &&
+    msg2=$(compare val_loss "$a" "$b" 1e-6 "$from") &&
+    msg3=$(compare sim_time_s "$a" "$b" 1e-9 "$from"); then
+    echo "ok   $name: losses $msg; validation $msg2; model clock $msg3"
+  else
+    fail "$name: ${msg:-?} ${msg2:-?} ${msg3:-?}"
   fi
 }
 # expect_error NAME PATTERN ARGS...: `atoll ARGS` on EXPECT_NP ranks (default 2) fails, and every

@@ -50,13 +50,7 @@ assert all(math.isfinite(x) for x in loss) and loss[-1] < loss[0], loss
 print(f"ok   rotating pairs on 4 sites x 2 ranks: rounds 0 1 0 1, anchors spread "
       f"{min(spread):.2g}-{max(spread):.2g}, val loss {loss[0]:.3f} -> {loss[-1]:.3f}")
 PY
-if msg=$(compare loss "$tmp/pairs/metrics.jsonl" "$tmp/pairs-resumed/metrics.jsonl" 1e-6 8) &&
-  msg2=$(compare val_loss "$tmp/pairs/metrics.jsonl" "$tmp/pairs-resumed/metrics.jsonl" 1e-6 8) &&
-  msg3=$(compare sim_time_s "$tmp/pairs/metrics.jsonl" "$tmp/pairs-resumed/metrics.jsonl" 1e-9 8); then
-  echo "ok   resume on the mesh across sites at step 7: losses $msg; validation $msg2; clock $msg3"
-else
-  fail "resume on the mesh across sites: ${msg:-?} ${msg2:-?} ${msg3:-?}"
-fi
+resumed_exactly "resume on the mesh across sites at step 7" "$tmp/pairs" "$tmp/pairs-resumed" 8
 # The checkpoint's slices belong to S = 2: one rank per site is refused.
 EXPECT_NP=4 expect_error resume-other-mesh \
   "written with --shard-group-size 2 --no-shard; this run uses --shard-group-size 1" "${common[@]}" \
