@@ -121,11 +121,11 @@ double median(std::vector<double> v) {
 
 // --breakdown: each phase of the last timed call (time, bytes: max over ranks) beside the
 // network-only time of its bytes on the probed links; their sum is the scheme's network bound.
-nlohmann::json breakdown(Communicator& comm, const sync::SyncStats& st, const cost::Network& net,
+nlohmann::json breakdown(const std::vector<sync::PhaseStats>& max_phases, const cost::Network& net,
                          double time_s) {
   nlohmann::json phases = nlohmann::json::array();
   double bound = 0;
-  for (const auto& p : sync::max_phase_stats(comm, st)) {
+  for (const auto& p : max_phases) {
     const double network_s = sync::network_only_time(net, p.bytes_sent, p.bytes_received);
     bound += network_s;
     phases.push_back({{"phase", p.name},
@@ -269,10 +269,12 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         {"pull_imbalance", imbalance(comm, st.pull_load_bytes)},
         {"verified", verified},
     };
+    // One collective for every phase's time and bytes (max over ranks), shared by both fields.
+    const auto max_phases = sync::max_phase_stats(comm, st);
     nlohmann::json phases = nlohmann::json::object();
-    for (const auto& [phase, seconds] : sync::max_phase_times(comm, st)) phases[phase] = seconds;
+    for (const auto& p : max_phases) phases[p.name] = p.time_s;
     row["phase_time_s"] = phases;
-    if (net) row.update(breakdown(comm, st, *net, median(times)));
+    if (net) row.update(breakdown(max_phases, *net, median(times)));
     if (!st.chosen.empty()) {
       row["chosen"] = st.chosen;
       row["reason"] = st.reason;

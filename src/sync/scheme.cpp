@@ -122,13 +122,6 @@ std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& sta
   return out;
 }
 
-std::vector<std::pair<std::string, double>> max_phase_times(Communicator& comm,
-                                                            const SyncStats& stats) {
-  std::vector<std::pair<std::string, double>> out;
-  for (auto& p : max_phase_stats(comm, stats)) out.emplace_back(std::move(p.name), p.time_s);
-  return out;
-}
-
 PhaseScope::PhaseScope(Communicator& comm, SyncStats& stats, std::string name)
     : comm_(comm),
       stats_(stats),

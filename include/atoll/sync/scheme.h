@@ -105,14 +105,11 @@ std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptio
 
 // Implementation helpers for scheme files ---------------------------------------------------------
 
-// Each phase's time, max over ranks, over the union of the phase names the ranks recorded (in
-// first-seen order, rank 0's first); a phase a rank did not run counts as 0 there, a name recorded
-// twice on a rank adds up. The ranks' phase lists may differ (SparCML folds only where a partner
-// exists): the collectives (one allgatherv of the names, one allreduce) are the same on every rank.
-std::vector<std::pair<std::string, double>> max_phase_times(Communicator& comm,
-                                                            const SyncStats& stats);
-// The same union of phases, each with its time, bytes sent and bytes received, each the max over
-// ranks (for bench sync --breakdown). Collective, as max_phase_times.
+// Each phase's time, bytes sent and bytes received, each the max over ranks, over the union of the
+// phase names the ranks recorded (in first-seen order, rank 0's first); a phase a rank did not run
+// counts as 0 there, a name recorded twice on a rank adds up. The ranks' phase lists may differ
+// (SparCML folds only where a partner exists): the collectives (one allgatherv of the names, one
+// allreduce) are the same on every rank.
 std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& stats);
 
 // Collective input check: local validity, M's working memory within what the node has free
