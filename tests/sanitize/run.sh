@@ -26,7 +26,7 @@ fi
 # -O1 -g1 (line tables: reports keep file and line), as the sanitizers' documentation suggests:
 # half the compile time of -O2 -g, which on 2 cores is most of this suite's time in CI.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DATOLL_OPT_FLAGS="-O1 -g1" \
   -DATOLL_SANITIZE="$sanitize" -DATOLL_TORCH_BACKEND=OFF >/dev/null
 ninja -C "$build" -j 2 "${targets[@]}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
