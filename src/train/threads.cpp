@@ -1,12 +1,12 @@
 #include "threads.h"
 
+#include <ATen/Parallel.h>  // at::set_num_threads, which torch::set_num_threads names
 #include <dlfcn.h>
-#include <torch/torch.h>
 
 namespace atl::train {
 
 void use_one_compute_thread() {
-  torch::set_num_threads(1);
+  at::set_num_threads(1);
   // Found at run time, so that any BLAS behind LibTorch links: OpenBLAS exports this setter,
   // the reference BLAS (single-threaded) does not.
   using Setter = void (*)(int);
