@@ -207,7 +207,17 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     sync::SyncResult<Index> last;
     scheme->prepare(comm);  // one-time setup (auto's network probe) is not part of a timed call
     util::set_fault_step(0);
-    for (int w = 0; w < o.warmup; ++w) scheme->synchronize(comm, grad, last);
+    // The warm-up, then `auto`'s trial calls (each candidate on real calls before it settles),
+    // untimed; the trials are reported: a trainer pays them once, in its first steps.
+    int explore_calls = 0;
+    double explore_s = 0;
+    for (int w = 0; w < o.warmup || (last.stats.exploring && explore_calls < 64); ++w) {
+      comm.barrier();
+      const double t0 = comm.wtime();
+      scheme->synchronize(comm, grad, last);
+      const double dt = comm.allreduce_value<double>(comm.wtime() - t0, ReduceOp::max);
+      if (last.stats.exploring) ++explore_calls, explore_s += dt;
+    }
     std::vector<double> times;
     for (int rep = 0; rep < o.repeat; ++rep) {
       util::set_fault_step(rep + 1);  // --inject-fault's STEP
@@ -278,6 +288,9 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     if (!st.chosen.empty()) {
       row["chosen"] = st.chosen;
       row["reason"] = st.reason;
+      row["predicted_s"] = st.predicted_s;
+      row["explore_calls"] = explore_calls;
+      row["explore_time_s"] = explore_s;
     }
     rows.push_back(row);
     if (o.json && comm.rank() == 0) std::cout << row.dump() << std::endl;
@@ -305,8 +318,10 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
           r["pull_imbalance"].get<double>(),
           o.verify ? (r["verified"].get<bool>() ? "yes" : "NO") : "-");
       if (r.contains("chosen")) {
-        std::cout << fmt::format("  auto chose {}: {}\n", r["chosen"].get<std::string>(),
-                                 r["reason"].get<std::string>());
+        std::cout << fmt::format(
+            "  auto chose {} after {} untimed trial calls ({:.3f} ms in all): {}\n",
+            r["chosen"].get<std::string>(), r["explore_calls"].get<int>(),
+            1e3 * r["explore_time_s"].get<double>(), r["reason"].get<std::string>());
       }
       if (r.contains("network_bound_s")) print_breakdown(r);
     }

@@ -1,19 +1,27 @@
-// `auto`: picks a scheme per call from measured characteristics with the alpha-beta cost model
-// (cost_model.h: Zen's Eq. 1 and Eq. 2 plus latency and the baselines' models).
+// `auto`: picks a scheme per call: the alpha-beta cost model (cost_model.h: Zen's Eq. 1 and Eq. 2
+// plus latency and the baselines' models) proposes candidates, measured calls decide
+// (auto_tuner.h).
 // - Network: α and b measured once (atoll/sync/network_probe.h: ping-pongs of 8 B and 1 MiB
 //   between rank pairs, slowest pair taken; the simulated network under SMPI).
-// - Sparsity: each call, every rank samples its indices by a hash shared by all ranks (an index is
-//   sampled on every rank or on none), so unions of samples estimate unions of index sets without
-//   bias: γ_{2^i} over the aligned groups recursive doubling forms, γ_n, the skew of the aggregate
-//   over contiguous ranges, and the same for OmniReduce's non-zero blocks. About 2k samples per
-//   rank travel in one allgatherv.
+// - Sparsity, measured when the tuner asks (first call, drifted non-zero counts, every
+//   SchemeTuner::kRefresh calls): every rank samples its indices by a hash shared by all ranks (an
+//   index is sampled on every rank or on none), so unions of samples estimate unions of index sets
+//   without bias: γ_{2^i} over the aligned groups recursive doubling forms, γ_n, the skew of the
+//   aggregate over contiguous ranges, and the same for OmniReduce's non-zero blocks. About 2k
+//   samples per rank travel in one allgatherv.
+// - Every call: one allreduce of three numbers (the non-zero counts' range and the previous call's
+//   time, max over ranks), so that every rank's tuner sees the same inputs.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
+#include <utility>
 
 #include "atoll/cost/cost_model.h"
 #include "atoll/sync/network_probe.h"
 #include "atoll/sync/zen_partition.h"
+#include "atoll/util/memory.h"
+#include "auto_tuner.h"
 #include "common.h"
 #include "schemes.h"
 
@@ -39,25 +47,75 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
     SyncStats profile_stats;
-    std::string chosen;
-    std::string reason;
+    auto& state = tuners_[{grad.elements, sizeof(Index)}];
+    SchemeTuner::Pick pick;
     {
       PhaseScope phase(comm, profile_stats, "profile");
       prepare(comm);
-      const auto profile = measure_profile<Index>(comm, grad);
-      const auto ranked = cost::rank_schemes(profile, *network_);
-      chosen = ranked.front().scheme;
-      reason = fmt_reason(profile, ranked);
+      const double nnz = static_cast<double>(grad.nnz());
+      std::vector<double> v{nnz, -nnz, state.local_time_s};
+      comm.allreduce<double>(v, comm::ReduceOp::max);
+      if (state.tuner.awaiting()) state.tuner.record(v[2]);
+      if (state.tuner.stale(v[0], -v[1])) {
+        const auto profile = measure_profile<Index>(comm, grad);
+        auto ranked = fitting(comm, state, cost::rank_schemes(profile, *network_), grad);
+        auto summary = fmt_reason(profile, ranked);
+        state.tuner.reset(v[0], -v[1], std::move(ranked), std::move(summary));
+      }
+      pick = state.tuner.next();
     }
-    auto& scheme = instance(chosen);
-    scheme.synchronize(comm, grad, out);
+    // Only the pick's instance is kept, so only its buffers exist: a trial runs under the same
+    // memory as the settled scheme will (under SMPI all ranks share one process, and the idle
+    // candidates' buffers slowed the calls), and a settled auto holds one scheme's memory.
+    std::erase_if(state.schemes, [&](const auto& s) { return s->name() != pick.scheme; });
+    const double t0 = comm.wtime();
+    instance(state, pick.scheme).synchronize(comm, grad, out);
+    state.local_time_s = comm.wtime() - t0;
     out.stats.phases.insert(out.stats.phases.begin(), profile_stats.phases.begin(),
                             profile_stats.phases.end());
-    out.stats.chosen = chosen;
-    out.stats.reason = reason;
+    out.stats.chosen = pick.scheme;
+    out.stats.exploring = pick.exploring;
+    out.stats.predicted_s = pick.predicted_s;
+    out.stats.reason = state.tuner.reason(pick);
   }
 
  private:
+  // One tuner per kind of call (M and index width): a trainer may sync tensors of several sizes.
+  // Each holds its own scheme instances (a scheme keeps its buffers between calls).
+  struct State {
+    SchemeTuner tuner;
+    double local_time_s = 0;  // this rank's time of the previous pick
+    std::vector<std::unique_ptr<SyncScheme>> schemes;
+  };
+
+  SyncScheme& instance(State& state, const std::string& name) {
+    for (auto& s : state.schemes)
+      if (s->name() == name) return *s;
+    state.schemes.push_back(make_scheme(name, options_));
+    return *state.schemes.back();
+  }
+
+  // The ranked schemes whose working memory fits on every rank (a trial must not fail where
+  // synchronize() would refuse); one allreduce, at profiling only.
+  template <class Index>
+  std::vector<cost::Estimate> fitting(Communicator& comm, State& state,
+                                      std::vector<cost::Estimate> ranked,
+                                      const SparseGradient<Index>& grad) {
+    std::vector<std::uint8_t> refused;
+    for (const auto& e : ranked) {
+      const auto need =
+          instance(state, e.scheme).dense_memory_bytes(grad.elements, comm.size(), grad.nnz());
+      refused.push_back(util::memory_problem(need, comm.ranks_on_node(), e.scheme) ? 1 : 0);
+    }
+    comm.allreduce<std::uint8_t>(refused, comm::ReduceOp::max);
+    std::vector<cost::Estimate> fit;
+    for (std::size_t k = 0; k < ranked.size(); ++k)
+      if (!refused[k]) fit.push_back(std::move(ranked[k]));
+    // None fits: the model's favourite runs and refuses with its own message, on every rank.
+    if (fit.empty()) fit.push_back(std::move(ranked.front()));
+    return fit;
+  }
+
   template <class Index>
   cost::SparsityProfile measure_profile(Communicator& comm, const SparseGradient<Index>& grad) {
     const int n = comm.size();
@@ -163,16 +221,9 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     return s;
   }
 
-  SyncScheme& instance(const std::string& name) {
-    for (auto& s : schemes_)
-      if (s->name() == name) return *s;
-    schemes_.push_back(make_scheme(name, options_));
-    return *schemes_.back();
-  }
-
   SchemeOptions options_;
   std::optional<cost::Network> network_;
-  std::vector<std::unique_ptr<SyncScheme>> schemes_;
+  std::map<std::pair<std::uint64_t, std::size_t>, State> tuners_;
 };
 
 }  // namespace

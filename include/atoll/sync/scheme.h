@@ -46,8 +46,10 @@ struct SyncStats {
   // Schemes without server roles leave them 0; imbalance across ranks is max/mean of these.
   std::uint64_t push_load_bytes = 0;
   std::uint64_t pull_load_bytes = 0;
-  std::string chosen;  // `auto`: the scheme it ran
-  std::string reason;  // `auto`: why (model estimates)
+  std::string chosen;      // `auto`: the scheme it ran
+  std::string reason;      // `auto`: why (candidates' model estimates and measured times)
+  bool exploring = false;  // `auto`: this call was a trial of a candidate (auto_tuner.h)
+  double predicted_s = 0;  // `auto`: the cost model's network-only estimate for `chosen`
 
   double time_s() const;
   std::uint64_t bytes_sent() const;
