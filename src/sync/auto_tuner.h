@@ -1,15 +1,15 @@
 // `auto`'s choice across calls: the cost model proposes, measured calls decide.
 // The alpha-beta model (cost_model.h) estimates network time only, and CPU work is most of a call
-// at these sizes (docs/results/sync.md: a 0.1% call on 100 Gbit/s takes ~2.5 ms, its network
-// ~0.2), so the model alone picked SparCML at 0.1%, 30% slower than Zen. The tuner first runs the
-// model's favourite on kTrials real calls (the first pays its buffers' allocation, the second
-// was still slow for Zen at 0.1%; the fastest counts). What the model missed there (measured minus estimated) is then added to every other
-// scheme's estimate, optimistically: each is a candidate when that sum is within kSpread of the
-// favourite's measured time (at most kMaxCandidates in all, in the model's order). Each candidate
-// runs kTrials calls, then the fastest measured runs, as cuDNN's benchmark mode and NCCL's tuner
-// plugins do. A new sparsity profile (non-zero counts drifted by more than kDrift, or kRefresh
-// calls since the last one) starts over. Every input is the same on every rank (collective
-// results), so every rank picks the same scheme.
+// at these sizes (docs/results/sync.md: a 0.1% call on 100 Gbit/s takes ~3 ms, its network
+// estimate ~0.4), so the model alone picked SparCML at 0.1%, 30% slower than Zen. The tuner first
+// runs the model's favourite on kTrials real calls (the first pays its buffers' allocation, the
+// second was still slow for Zen at 0.1%; the fastest counts). What the model missed there (measured
+// minus estimated) is then added to every other scheme's estimate, optimistically: each is a
+// candidate when that sum is within kSpread of the favourite's measured time (at most
+// kMaxCandidates in all, in the model's order). Each candidate runs kTrials calls, then the fastest
+// measured runs, as cuDNN's benchmark mode and NCCL's tuner plugins do. A new sparsity profile
+// (non-zero counts drifted by more than kDrift, or kRefresh calls since the last one) starts over.
+// Every input is the same on every rank (collective results), so every rank picks the same scheme.
 #pragma once
 
 #include <cstdint>
