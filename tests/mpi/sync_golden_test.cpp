@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <string>
 
 #include "atoll/comm/communicator.h"
 #include "atoll/sparse/generator.h"
@@ -28,9 +29,11 @@ Communicator* g_comm = nullptr;
 template <class Index>
 using Maker = std::function<SparseGradient<Index>(int rank, int world)>;
 
+// `calls` calls of `scheme` on the case, each checked against the reference; and every rank ran
+// the same scheme (`auto`'s pick and whether it was a trial), which it reports in its stats.
 template <class Index>
-void expect_exact_sum(const std::string& scheme_name, const std::string& label,
-                      const Maker<Index>& make, bool exact) {
+void expect_exact_calls(sync::SyncScheme& scheme, const std::string& scheme_name,
+                        const std::string& label, const Maker<Index>& make, bool exact, int calls) {
   Communicator& comm = *g_comm;
   const int n = comm.size();
   std::vector<SparseGradient<Index>> all;
@@ -42,11 +45,16 @@ void expect_exact_sum(const std::string& scheme_name, const std::string& label,
       ref[g.indices[k]] += g.values[k];
       mag[g.indices[k]] += std::fabs(g.values[k]);
     }
-  auto scheme = sync::make_scheme(scheme_name);
   sync::SyncResult<Index> out;
-  // Twice: the second call reuses `out` and the scheme's cached state.
-  for (int call = 0; call < 2; ++call) {
-    scheme->synchronize(comm, all[comm.rank()], out);
+  for (int call = 0; call < calls; ++call) {
+    scheme.synchronize(comm, all[comm.rank()], out);
+    const auto pick = std::hash<std::string>{}(out.stats.chosen + (out.stats.exploring ? "+" : ""));
+    const auto picks = comm.allgather<std::uint64_t>(pick);
+    for (int r = 1; r < n; ++r) {
+      EXPECT_EQ(picks[r], picks[0])
+          << scheme_name << "/" << label << ": rank " << r << " ran another scheme than rank 0 ("
+          << out.stats.chosen << " here)";
+    }
     if (!out.dense_form) {
       EXPECT_FALSE(out.sparse.check().has_value())
           << scheme_name << "/" << label
@@ -71,6 +79,13 @@ void expect_exact_sum(const std::string& scheme_name, const std::string& label,
                                   << " holds a different result from rank 0";
     }
   }
+}
+
+template <class Index>
+void expect_exact_sum(const std::string& scheme_name, const std::string& label,
+                      const Maker<Index>& make, bool exact) {
+  // Twice: the second call reuses `out` and the scheme's cached state.
+  expect_exact_calls<Index>(*sync::make_scheme(scheme_name), scheme_name, label, make, exact, 2);
 }
 
 template <class Index>
@@ -200,6 +215,31 @@ TEST_P(GoldenTest, ElementCountMismatchFailsOnEveryRank) {
   auto scheme = sync::make_scheme(GetParam());
   sync::SyncResult<std::uint32_t> out;
   EXPECT_THROW(scheme->synchronize(comm, g, out), comm::CollectiveError);
+}
+
+// `auto` across calls (src/sync/auto_tuner.h): the favourite's trials, the widened candidates'
+// trials, the fastest one's steady calls, and a new profile when the non-zero counts drift (d from
+// 1% to 30%); two kinds of call (M) interleaved as a trainer's tensors are, each with its own
+// tuner. Every call exact and run by the same scheme on every rank.
+TEST(AutoAcrossCalls, EveryCallExactAndTheSamePickOnEveryRank) {
+  Communicator& comm = *g_comm;
+  using sparse::ValueKind;
+  auto scheme = sync::make_scheme("auto");
+  for (double d : {0.01, 0.3}) {
+    const auto a = zipf_case<std::uint32_t>(10007, d, ValueKind::integer, 21);
+    const auto b = zipf_case<std::uint32_t>(65536, d / 4, ValueKind::integer, 22);
+    for (int call = 0; call < 18; ++call) {
+      expect_exact_calls<std::uint32_t>(*scheme, "auto", "M=10007 d=" + std::to_string(d), a, true,
+                                        1);
+      expect_exact_calls<std::uint32_t>(*scheme, "auto", "M=65536 d=" + std::to_string(d / 4), b,
+                                        true, 1);
+    }
+    // At most kMaxCandidates x kTrials = 15 trial calls per profile: the last ones are steady.
+    sync::SyncResult<std::uint32_t> out;
+    scheme->synchronize(comm, a(comm.rank(), comm.size()), out);
+    EXPECT_FALSE(out.stats.exploring) << "d=" << d << ": still a trial after 19 calls";
+    EXPECT_FALSE(out.stats.chosen.empty());
+  }
 }
 
 // Run only by tests/mpi/fatal_failure_test.sh (disabled otherwise): an ASSERT that fails on the
