@@ -169,8 +169,12 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
   if (cfg.strategy != "aedit" || !f.local_step) j["tokens"] = f.step * report.tokens_per_step;
   if (f.delay_s > 0) j["delay_s"] = f.delay_s;
   if (!f.local_step) {
-    for (const auto& ph : ddp.embedding_result().stats.phases)
-      j["embedding_phases_s"][ph.name] = ph.time_s;
+    const auto& stats = ddp.embedding_result().stats;
+    for (const auto& ph : stats.phases) j["embedding_phases_s"][ph.name] = ph.time_s;
+    if (!stats.chosen.empty()) {  // --sync auto: what it ran, and whether as a trial
+      j["embedding_scheme"] = stats.chosen;
+      if (stats.exploring) j["embedding_scheme_trial"] = true;
+    }
     return j;
   }
   if (!diloco) {  // training across sites: site_training.h records its meetings
