@@ -35,6 +35,25 @@ for s in agsparse sparcml omnireduce sparse_ps zen_coo zen auto; do
   fi
 done
 
+# auto's run records the scheme of every step: its trial steps first (at most 15, src/sync/
+# auto_tuner.h), then one scheme.
+if msg=$(python3 - "$tmp/auto/metrics.jsonl" <<'PY'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if "loss" in r and r["step"] > 0]
+trial = [bool(r.get("embedding_scheme_trial")) for r in steps]
+n = trial.index(False) if False in trial else len(trial)
+settled = {r.get("embedding_scheme") for r in steps[n:]}
+ok = len(steps) == 50 and all("embedding_scheme" in r for r in steps) and not any(trial[n:]) \
+    and n <= 15 and len(settled) == 1
+print(f"{n} trial steps, then {settled}")
+sys.exit(not ok)
+PY
+); then
+  echo "ok   auto's scheme per step: $msg"
+else
+  fail "auto's scheme per step: $msg"
+fi
+
 # 2. Learning: the loss falls (first vs last step of the zen run).
 first=$(losses "$tmp/zen/metrics.jsonl" | sed -n 1p | cut -d' ' -f2)
 last=$(losses "$tmp/zen/metrics.jsonl" | tail -1 | cut -d' ' -f2)
