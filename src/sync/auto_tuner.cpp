@@ -28,10 +28,11 @@ void SchemeTuner::reset(double max_nnz, double min_nnz, std::vector<cost::Estima
 
 void SchemeTuner::widen() {
   widened_ = true;
-  const auto& favourite = candidates_.front();
-  const double missed = std::max(0.0, favourite.best_s - favourite.estimate.time_s);
+  // Copied, not referenced: push_back below may move candidates_ to new storage.
+  const double favourite_s = candidates_.front().best_s;
+  const double missed = std::max(0.0, favourite_s - candidates_.front().estimate.time_s);
   for (std::size_t k = 1; k < ranked_.size() && candidates_.size() < kMaxCandidates; ++k) {
-    if (ranked_[k].time_s + missed <= kSpread * favourite.best_s)
+    if (ranked_[k].time_s + missed <= kSpread * favourite_s)
       candidates_.push_back({ranked_[k]});
   }
 }
