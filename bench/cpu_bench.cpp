@@ -51,7 +51,8 @@ struct Workload {
     for (const auto& e : received[0]) server0_slots[layout.slot(e.index)] += e.value;
     for (std::uint32_t j = 0; j < kServers; ++j) {
       auto copy = received[j];
-      const auto b = sync::zen_encode_pull_block<Index>(layout, j, copy, true);
+      const auto b =
+          sync::zen_encode_pull_block<Index>(layout, j, copy, sync::PullCoding::bitmap_or_coo);
       blocks.insert(blocks.end(), b.begin(), b.end());
       block_bytes.push_back(b.size());
     }
@@ -93,7 +94,8 @@ void BM_ZenAggregateEncode(benchmark::State& state) {
     state.PauseTiming();
     copy = w.received[0];
     state.ResumeTiming();
-    auto block = sync::zen_encode_pull_block<Index>(w.layout, 0, copy, true);
+    auto block =
+        sync::zen_encode_pull_block<Index>(w.layout, 0, copy, sync::PullCoding::bitmap_or_coo);
     benchmark::DoNotOptimize(block.data());
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * w.received[0].size()));

@@ -86,7 +86,7 @@ void zen_seeds(const fs::path& root, const Case& c, const std::string& tag) {
       to_j.insert(to_j.end(), part.entries.begin() + at,
                   part.entries.begin() + at + part.counts[j]);
     }
-    const auto block = zen_encode_pull_block<Index>(layout, j, to_j, true);
+    const auto block = zen_encode_pull_block<Index>(layout, j, to_j, PullCoding::bitmap_or_coo);
     pull.counts.push_back(block.size());
     blocks.insert(blocks.end(), block.begin(), block.end());
   }

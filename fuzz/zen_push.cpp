@@ -1,6 +1,7 @@
 // Zen's server side on received push blocks: zen_check_push, then aggregation and the encoding of
 // the pull block (what the entries are written into). Input: fuzz_input.h, counts in entries,
-// payload = (index, value) entries; flags bit 1: the pull may use the bitmap.
+// payload = (index, value) entries; flags bits 1-2: the pull coding (PullCoding: 0 COO, 1 bitmap or
+// COO, 2 smallest, 3 Elias-Fano).
 #include "atoll/sync/scheme.h"
 #include "atoll/sync/zen_partition.h"
 #include "fuzz_input.h"
@@ -22,7 +23,7 @@ void run(const atl::fuzz::SyncInput& in) {
   zen_aggregate<Index>(layout, in.rank, received, buckets, sums);
   std::vector<std::uint8_t> block;
   zen_encode_pull_chunk<Index>(layout, in.rank, sums, 0, layout.slot_count(in.rank),
-                               (in.flags & 2) != 0, block);
+                               static_cast<PullCoding>((in.flags >> 1) % kPullCodings), block);
 }
 
 }  // namespace

@@ -51,6 +51,19 @@ double zen_time(const SparsityProfile& p, const Network& net) {
   return 2.0 * (p.ranks - 1) * net.latency_s + (push + pull) / net.bandwidth_bytes_per_s;
 }
 
+double zen_ef_time(const SparsityProfile& p, const Network& net) {
+  if (p.ranks <= 1) return 0;
+  const double push = frac(p) * nnz(p) * coo_bytes(p);
+  const double agg_nnz = std::max(1.0, p.gamma_n * nnz(p));
+  const double M = static_cast<double>(p.elements);
+  // Elias-Fano: floor(log2(M / k)) low bits per index plus about 2 high bits (elias_fano.h).
+  const double low = std::floor(std::log2(std::max(1.0, M / agg_nnz)));
+  const double ef = (agg_nnz * (low + 1.0) + M / std::exp2(low)) / 8.0;
+  const double keys = std::min({agg_nnz * p.index_bytes, M / 8.0, ef});
+  const double pull = frac(p) * (keys + agg_nnz * 4.0);
+  return 2.0 * (p.ranks - 1) * net.latency_s + (push + pull) / net.bandwidth_bytes_per_s;
+}
+
 double sparse_ps_time(const SparsityProfile& p, const Network& net) {
   if (p.ranks <= 1) return 0;
   const double bytes = frac(p) * (p.gamma_n + 1.0) * nnz(p) * coo_bytes(p) * std::max(1.0, p.skew);
@@ -73,7 +86,8 @@ std::vector<Estimate> rank_schemes(const SparsityProfile& p, const Network& net)
                           {"omnireduce", omnireduce_time(p, net)},
                           {"sparse_ps", sparse_ps_time(p, net)},
                           {"zen_coo", zen_coo_time(p, net)},
-                          {"zen", zen_time(p, net)}};
+                          {"zen", zen_time(p, net)},
+                          {"zen_ef", zen_ef_time(p, net)}};
   std::stable_sort(e.begin(), e.end(),
                    [](const Estimate& a, const Estimate& b) { return a.time_s < b.time_s; });
   return e;

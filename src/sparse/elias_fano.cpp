@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace atl::sparse {
@@ -16,17 +18,91 @@ std::uint64_t high_bits(std::uint64_t universe, std::uint64_t count, unsigned lo
 
 std::uint64_t low_bytes(std::uint64_t count, unsigned low) { return (count * low + 7) / 8; }
 
-void put_bits(std::uint8_t* bytes, std::uint64_t at, std::uint64_t value, unsigned width) {
+// Bit-packed fields, least significant bit first. Whole 64-bit words where the buffer has room
+// (`bytes_len` bytes in all), bit by bit at its end.
+void put_bits(std::uint8_t* bytes, std::uint64_t bytes_len, std::uint64_t at, std::uint64_t value,
+              unsigned width) {
+  if (width == 0) return;
+  const std::uint64_t byte = at / 8;
+  const unsigned shift = static_cast<unsigned>(at % 8);
+  if (width + shift <= 64 && byte + 8 <= bytes_len) {
+    std::uint64_t word;
+    std::memcpy(&word, bytes + byte, 8);
+    word |= value << shift;
+    std::memcpy(bytes + byte, &word, 8);
+    return;
+  }
   for (unsigned b = 0; b < width; ++b) {
     if ((value >> b) & 1) bytes[(at + b) / 8] |= static_cast<std::uint8_t>(1u << ((at + b) % 8));
   }
 }
 
-std::uint64_t get_bits(const std::uint8_t* bytes, std::uint64_t at, unsigned width) {
+std::uint64_t get_bits(const std::uint8_t* bytes, std::uint64_t bytes_len, std::uint64_t at,
+                       unsigned width) {
+  if (width == 0) return 0;
+  const std::uint64_t byte = at / 8;
+  const unsigned shift = static_cast<unsigned>(at % 8);
+  if (width + shift <= 64 && byte + 8 <= bytes_len) {
+    std::uint64_t word;
+    std::memcpy(&word, bytes + byte, 8);
+    return (word >> shift) & (~std::uint64_t{0} >> (64 - width));
+  }
   std::uint64_t v = 0;
   for (unsigned b = 0; b < width; ++b)
     v |= std::uint64_t{(bytes[(at + b) / 8] >> ((at + b) % 8)) & 1u} << b;
   return v;
+}
+
+// Walks the code of `count` positions in [0, universe), validating every field, and calls
+// visit(i, position) in increasing order. std::runtime_error naming what is wrong otherwise.
+template <class Visit>
+void elias_fano_walk(std::span<const std::uint8_t> code, std::uint64_t universe,
+                     std::uint64_t count, Visit&& visit) {
+  if (count > universe) {
+    throw std::runtime_error(
+        fmt::format("Elias-Fano block: {} positions in a universe of {}", count, universe));
+  }
+  if (code.size() != elias_fano_bytes(universe, count)) {
+    throw std::runtime_error(fmt::format("Elias-Fano block: {} bytes for {} positions in {} ({})",
+                                         code.size(), count, universe,
+                                         elias_fano_bytes(universe, count)));
+  }
+  if (count == 0) return;
+  const unsigned low = elias_fano_low_bits(universe, count);
+  const std::uint64_t lb = low_bytes(count, low), hb = high_bits(universe, count, low);
+  const std::uint8_t* lows = code.data();
+  if (count * low % 8 != 0 && (lows[lb - 1] >> (count * low % 8)) != 0) {
+    throw std::runtime_error("Elias-Fano block: bits set past the low part");
+  }
+  const std::uint8_t* highs = code.data() + lb;
+  const std::uint64_t high_len = code.size() - lb;
+  std::uint64_t i = 0, previous = 0;
+  for (std::uint64_t byte = 0; byte < high_len; byte += 8) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, highs + byte, std::min<std::uint64_t>(8, high_len - byte));
+    while (bits != 0) {
+      const std::uint64_t p = byte * 8 + static_cast<unsigned>(std::countr_zero(bits));
+      bits &= bits - 1;
+      if (i == count || p >= hb) {
+        throw std::runtime_error(fmt::format(
+            "Elias-Fano block: more than {} ones in the high part, or one past its {} bits", count,
+            hb));
+      }
+      const std::uint64_t x = ((p - i) << low) | get_bits(lows, lb, i * low, low);
+      if (x >= universe || (i > 0 && x <= previous)) {
+        throw std::runtime_error(fmt::format(
+            "Elias-Fano block: position {} ({}) is not below {} and above the one before", i, x,
+            universe));
+      }
+      visit(i, x);
+      previous = x;
+      ++i;
+    }
+  }
+  if (i != count) {
+    throw std::runtime_error(
+        fmt::format("Elias-Fano block: {} ones in the high part, not {}", i, count));
+  }
 }
 
 }  // namespace
@@ -64,7 +140,7 @@ void elias_fano_encode(std::span<const std::uint64_t> positions, std::uint64_t u
           "elias_fano_encode: position {} ({}) is not below {} and above the one before", i, x,
           universe));
     }
-    put_bits(lows, i * low, x & mask, low);
+    put_bits(lows, low_bytes(k, low), i * low, x & mask, low);
     const std::uint64_t h = (x >> low) + i;
     highs[h / 8] |= static_cast<std::uint8_t>(1u << (h % 8));
   }
@@ -73,47 +149,20 @@ void elias_fano_encode(std::span<const std::uint64_t> positions, std::uint64_t u
 void elias_fano_decode(std::span<const std::uint8_t> code, std::uint64_t universe,
                        std::uint64_t count, std::vector<std::uint64_t>& out) {
   out.clear();
-  if (count > universe) {
-    throw std::runtime_error(
-        fmt::format("Elias-Fano block: {} positions in a universe of {}", count, universe));
+  out.reserve(std::min(count, universe));
+  elias_fano_walk(code, universe, count, [&](std::uint64_t, std::uint64_t x) { out.push_back(x); });
+}
+
+void elias_fano_decode_bitmap(std::span<const std::uint8_t> code, std::uint64_t universe,
+                              std::uint64_t count, std::span<std::uint64_t> words) {
+  if (words.size() != (universe + 63) / 64) {
+    throw std::invalid_argument(fmt::format(
+        "elias_fano_decode_bitmap: {} words for a universe of {}", words.size(), universe));
   }
-  if (code.size() != elias_fano_bytes(universe, count)) {
-    throw std::runtime_error(fmt::format("Elias-Fano block: {} bytes for {} positions in {} ({})",
-                                         code.size(), count, universe,
-                                         elias_fano_bytes(universe, count)));
-  }
-  if (count == 0) return;
-  const unsigned low = elias_fano_low_bits(universe, count);
-  const std::uint64_t lb = low_bytes(count, low), hb = high_bits(universe, count, low);
-  const std::uint8_t* lows = code.data();
-  if (count * low % 8 != 0 && (lows[lb - 1] >> (count * low % 8)) != 0) {
-    throw std::runtime_error("Elias-Fano block: bits set past the low part");
-  }
-  out.reserve(count);
-  for (std::uint64_t byte = 0; byte < code.size() - lb; ++byte) {
-    unsigned bits = code[lb + byte];
-    while (bits != 0) {
-      const std::uint64_t p = byte * 8 + static_cast<unsigned>(std::countr_zero(bits));
-      bits &= bits - 1;
-      const std::uint64_t i = out.size();
-      if (i == count || p >= hb) {
-        throw std::runtime_error(fmt::format(
-            "Elias-Fano block: more than {} ones in the high part, or one past its {} bits", count,
-            hb));
-      }
-      const std::uint64_t x = ((p - i) << low) | get_bits(lows, i * low, low);
-      if (x >= universe || (i > 0 && x <= out.back())) {
-        throw std::runtime_error(fmt::format(
-            "Elias-Fano block: position {} ({}) is not below {} and above the one before", i, x,
-            universe));
-      }
-      out.push_back(x);
-    }
-  }
-  if (out.size() != count) {
-    throw std::runtime_error(
-        fmt::format("Elias-Fano block: {} ones in the high part, not {}", out.size(), count));
-  }
+  std::fill(words.begin(), words.end(), 0);
+  elias_fano_walk(code, universe, count, [&](std::uint64_t, std::uint64_t x) {
+    words[x / 64] |= std::uint64_t{1} << (x % 64);
+  });
 }
 
 double subset_entropy_bits(std::uint64_t universe, std::uint64_t count) {

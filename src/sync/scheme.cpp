@@ -139,8 +139,9 @@ PhaseScope::~PhaseScope() {
 }
 
 const std::vector<std::string>& scheme_names() {
-  static const std::vector<std::string> names{"allreduce", "agsparse", "sparcml", "omnireduce",
-                                              "sparse_ps", "zen_coo",  "zen",     "auto"};
+  static const std::vector<std::string> names{"allreduce",  "agsparse",  "sparcml",
+                                              "omnireduce", "sparse_ps", "zen_coo",
+                                              "zen",        "zen_ef",    "auto"};
   return names;
 }
 
@@ -152,6 +153,7 @@ std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptio
   if (name == "sparse_ps") return make_sparse_ps(options);
   if (name == "zen_coo") return make_zen_coo(options);
   if (name == "zen") return make_zen(options);
+  if (name == "zen_ef") return make_zen_ef(options);
   if (name == "auto") return make_auto(options);
   std::string valid;
   for (const auto& n : scheme_names()) valid += (valid.empty() ? "" : ", ") + n;

@@ -14,6 +14,7 @@ std::unique_ptr<SyncScheme> make_omnireduce(const SchemeOptions&);
 std::unique_ptr<SyncScheme> make_sparse_ps(const SchemeOptions&);
 std::unique_ptr<SyncScheme> make_zen_coo(const SchemeOptions&);
 std::unique_ptr<SyncScheme> make_zen(const SchemeOptions&);
+std::unique_ptr<SyncScheme> make_zen_ef(const SchemeOptions&);
 std::unique_ptr<SyncScheme> make_auto(const SchemeOptions&);
 
 }  // namespace atl::sync

@@ -35,10 +35,13 @@ constexpr std::uint32_t kZenPullChunks = 8;
 
 class ZenScheme final : public SchemeBase<ZenScheme> {
  public:
-  ZenScheme(const SchemeOptions& o, std::string name, bool pull_bitmap)
-      : seed_(o.hash_seed),
-        name_(std::move(name)),
-        pull_bitmap_(pull_bitmap && o.zen_allow_bitmap) {}
+  ZenScheme(const SchemeOptions& o, std::string name, PullCoding coding)
+      : seed_(o.hash_seed), name_(std::move(name)), coding_(coding) {
+    if (o.zen_force_elias_fano)
+      coding_ = PullCoding::elias_fano;
+    else if (!o.zen_allow_bitmap)
+      coding_ = PullCoding::coo;
+  }
   std::string_view name() const override { return name_; }
   std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
     // The hash layout (≈ 14 bytes per 64 indices), and a server's slot sums (≈ M/n floats, plus
@@ -93,14 +96,22 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     const double pull_start = comm.wtime();
     const auto traffic_start = comm.traffic();
     double decode_s = 0, encode_s = 0;
-    // Each server's counts, then its pull-format flag (receivers size blocks with the sender's).
+    // Each server's counts, then its pull coding (receivers size blocks with the sender's).
     std::vector<std::uint64_t> mine(sc.sums.bucket_nnz);
-    mine.push_back(pull_bitmap_ ? 1 : 0);
+    mine.push_back(static_cast<std::uint64_t>(coding_));
     const auto reported = comm.allgather_each<std::uint64_t>(mine);
     std::vector<std::uint64_t> bucket_nnz(std::size_t{n} * H);
     for (std::uint32_t j = 0; j < n; ++j)
       std::copy_n(reported.begin() + j * (H + 1), H, bucket_nnz.begin() + j * H);
-    auto sender_bitmap = [&](std::uint32_t j) { return reported[j * (H + 1) + H] != 0; };
+    for (std::uint32_t j = 0; j < n; ++j) {
+      if (reported[j * (H + 1) + H] >= kPullCodings) {
+        throw MalformedMessage(
+            fmt::format("zen: server {} announced pull coding {}", j, reported[j * (H + 1) + H]));
+      }
+    }
+    auto sender_coding = [&](std::uint32_t j) {
+      return static_cast<PullCoding>(reported[j * (H + 1) + H]);
+    };
     const auto bounds = zen_balanced_chunks(layout_, sc.buckets, bucket_nnz, kZenPullChunks);
     const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
     std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
@@ -118,7 +129,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
           const std::size_t slots =
               (layout_.granules_before(j, bounds[p + 1]) - layout_.granules_before(j, bounds[p])) *
               kZenGranule;
-          counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_bitmap(j));
+          counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_coding(j));
           chunk_begin[p + 1] += counts[p][j];
           total += nnz[j];
         }
@@ -143,8 +154,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     auto post = [&](std::uint32_t p) {
       const double t0 = comm.wtime();
       block_begin[p] = sc.block.size();
-      const std::size_t bytes = zen_encode_pull_chunk<Index>(
-          layout_, rank, sc.sums, slot_begin[p], slot_begin[p + 1], pull_bitmap_, sc.block);
+      const std::size_t bytes = zen_encode_pull_chunk<Index>(layout_, rank, sc.sums, slot_begin[p],
+                                                             slot_begin[p + 1], coding_, sc.block);
       if (bytes != counts[p][rank]) {
         // An internal inconsistency after the other ranks have posted: failing alone would leave
         // them waiting, so end the job with the reason.
@@ -226,7 +237,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
 
   std::uint64_t seed_;
   std::string name_;
-  bool pull_bitmap_;
+  PullCoding coding_;
   HashLayout layout_;
   Scratch<std::uint32_t> scratch32_;
   Scratch<std::uint64_t> scratch64_;
@@ -235,12 +246,19 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
 }  // namespace
 
 std::unique_ptr<SyncScheme> make_zen_variant(const SchemeOptions& options, std::string name,
-                                             bool pull_bitmap) {
-  return std::make_unique<ZenScheme>(options, std::move(name), pull_bitmap);
+                                             PullCoding coding) {
+  return std::make_unique<ZenScheme>(options, std::move(name), coding);
 }
 
 std::unique_ptr<SyncScheme> make_zen(const SchemeOptions& o) {
-  return make_zen_variant(o, "zen", true);
+  return make_zen_variant(o, "zen", PullCoding::bitmap_or_coo);
+}
+
+// zen_ef: Zen whose servers code each pull block's indices in the smallest of bitmap, COO and
+// Elias-Fano (issue 18 item 4): fewer bytes on the wire for more decode work, so it pays where the
+// network is slow against the CPU; `auto` measures both.
+std::unique_ptr<SyncScheme> make_zen_ef(const SchemeOptions& o) {
+  return make_zen_variant(o, "zen_ef", PullCoding::smallest);
 }
 
 }  // namespace atl::sync

@@ -1,16 +1,17 @@
-// Zen and its COO-pull variant share one implementation (src/sync/zen.cpp).
+// Zen and its variants (COO pull, Elias-Fano pull) share one implementation (src/sync/zen.cpp).
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "atoll/sync/scheme.h"
+#include "atoll/sync/zen_partition.h"
 
 namespace atl::sync {
 
-// pull_bitmap: let each server choose the hash bitmap when smaller than COO (zen); false: always
-// COO (zen_coo).
+// coding: how servers code the indices of their pull blocks (zen_partition.h); options can
+// restrict it (zen_allow_bitmap) or force Elias-Fano (zen_force_elias_fano).
 std::unique_ptr<SyncScheme> make_zen_variant(const SchemeOptions& options, std::string name,
-                                             bool pull_bitmap);
+                                             PullCoding coding);
 
 }  // namespace atl::sync

@@ -7,7 +7,7 @@
 namespace atl::sync {
 
 std::unique_ptr<SyncScheme> make_zen_coo(const SchemeOptions& o) {
-  return make_zen_variant(o, "zen_coo", false);
+  return make_zen_variant(o, "zen_coo", PullCoding::coo);
 }
 
 }  // namespace atl::sync

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "atoll/sparse/elias_fano.h"
+
 #ifdef __SSE2__
 #include <immintrin.h>
 #endif
@@ -310,11 +312,14 @@ BitmapBlock bitmap_encode(std::span<const float> slot_values) {
 }
 
 namespace {
-constexpr std::uint8_t kCoo = 0, kBitmap = 1;
+constexpr std::uint8_t kCoo = 0, kBitmap = 1, kEliasFano = 2;
 constexpr std::size_t kBlockHeader = 1 + 8;
 
-bool bitmap_is_smaller(std::size_t slots, std::size_t nnz, std::size_t index_bytes) {
-  return slots / 8 < nnz * index_bytes;
+std::size_t format_key_bytes(std::uint8_t format, std::size_t slots, std::uint64_t nnz,
+                             std::size_t index_bytes) {
+  if (format == kBitmap) return slots / 8;
+  if (format == kEliasFano) return static_cast<std::size_t>(sparse::elias_fano_bytes(slots, nnz));
+  return static_cast<std::size_t>(nnz) * index_bytes;
 }
 
 // Position of the lowest set bit of a non-zero word; 63 for 0 (a harmless position inside the
@@ -344,14 +349,35 @@ std::size_t HashLayout::granules_before(std::uint32_t server, std::uint64_t gran
 }
 
 std::uint8_t zen_pull_format(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
-                             bool allow_bitmap) {
-  return allow_bitmap && bitmap_is_smaller(slots, nnz, index_bytes) ? kBitmap : kCoo;
+                             PullCoding coding) {
+  const std::size_t coo = format_key_bytes(kCoo, slots, nnz, index_bytes);
+  const std::size_t bitmap = format_key_bytes(kBitmap, slots, nnz, index_bytes);
+  switch (coding) {
+    case PullCoding::coo:
+      return kCoo;
+    case PullCoding::bitmap_or_coo:
+      return bitmap < coo ? kBitmap : kCoo;
+    case PullCoding::smallest: {
+      // Ties go to the format that decodes faster: bitmap, then indices.
+      const std::size_t ef = format_key_bytes(kEliasFano, slots, nnz, index_bytes);
+      if (bitmap <= coo && bitmap <= ef) return kBitmap;
+      return coo <= ef ? kCoo : kEliasFano;
+    }
+    case PullCoding::elias_fano:
+      return kEliasFano;
+  }
+  throw std::invalid_argument("zen: unknown pull coding");
+}
+
+std::size_t zen_pull_key_bytes(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
+                               PullCoding coding) {
+  return format_key_bytes(zen_pull_format(slots, nnz, index_bytes, coding), slots, nnz,
+                          index_bytes);
 }
 
 std::size_t zen_pull_block_bytes(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
-                                 bool allow_bitmap) {
-  const bool bitmap = zen_pull_format(slots, nnz, index_bytes, allow_bitmap) == kBitmap;
-  return kBlockHeader + (bitmap ? slots / 8 : nnz * index_bytes) + nnz * sizeof(float);
+                                 PullCoding coding) {
+  return kBlockHeader + zen_pull_key_bytes(slots, nnz, index_bytes, coding) + nnz * sizeof(float);
 }
 
 std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
@@ -441,16 +467,38 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   }
 }
 
+namespace {
+// The Elias-Fano code of the non-zero slots of [s0, s1) (positions relative to s0) into `keys`.
+template <class Index>
+void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
+                       std::uint8_t* keys, std::size_t key_bytes) {
+  thread_local std::vector<std::uint64_t> positions;
+  thread_local std::vector<std::uint8_t> code;
+  positions.clear();
+  code.clear();
+  // The non-zero bitmap exists in both of the server's forms (slot buffer and sorted entries).
+  for (std::size_t w = s0 / kZenGranule; w < s1 / kZenGranule; ++w) {
+    for (std::uint64_t word = sums.words[w]; word != 0; word &= word - 1)
+      positions.push_back(w * kZenGranule - s0 +
+                          static_cast<std::uint64_t>(std::countr_zero(word)));
+  }
+  sparse::elias_fano_encode(positions, s1 - s0, code);
+  if (code.size() != key_bytes)
+    throw std::logic_error("zen: Elias-Fano code of an unexpected size");
+  if (key_bytes > 0) std::memcpy(keys, code.data(), key_bytes);
+}
+}  // namespace
+
 template <class Index>
 std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server,
                                   const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
-                                  bool allow_bitmap, std::vector<std::uint8_t>& block) {
+                                  PullCoding coding, std::vector<std::uint8_t>& block) {
   const std::size_t w0 = s0 / kZenGranule, w1 = s1 / kZenGranule;
   const std::uint64_t e0 = sums.nnz_before[w0];
   const std::uint64_t nnz = sums.nnz_before[w1] - e0;
   const std::size_t at = block.size();
-  const std::uint8_t format = zen_pull_format(s1 - s0, nnz, sizeof(Index), allow_bitmap);
-  const std::size_t key_bytes = format == kBitmap ? (s1 - s0) / 8 : nnz * sizeof(Index);
+  const std::uint8_t format = zen_pull_format(s1 - s0, nnz, sizeof(Index), coding);
+  const std::size_t key_bytes = format_key_bytes(format, s1 - s0, nnz, sizeof(Index));
   // Room for the 8-wide rounds' overshoot past the values, trimmed at the end.
   block.resize(at + kBlockHeader + key_bytes + (nnz + 8) * sizeof(float));
   std::uint8_t* out = block.data() + at;
@@ -459,6 +507,7 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
   std::uint8_t* keys = out + kBlockHeader;
   std::uint8_t* values = keys + key_bytes;
   if (format == kBitmap) std::memcpy(keys, sums.words.data() + w0, key_bytes);
+  if (format == kEliasFano) encode_elias_fano(sums, s0, s1, keys, key_bytes);
   if (sums.sparse) {
     // An empty server's vectors may have no storage: memcpy from null is undefined even for 0
     // bytes (found by fuzz/zen_push.cpp).
@@ -504,13 +553,13 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
 
 template <class Index>
 void zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
-                           std::vector<sparse::Entry<Index>>& received, bool allow_bitmap,
+                           std::vector<sparse::Entry<Index>>& received, PullCoding coding,
                            std::vector<std::uint8_t>& block) {
   const auto bounds = zen_granule_bounds(layout.elements(), 1);
   ZenServerSums<Index> sums;
   zen_aggregate(layout, server, received, bounds, sums);
   block.clear();
-  zen_encode_pull_chunk(layout, server, sums, 0, layout.slot_count(server), allow_bitmap, block);
+  zen_encode_pull_chunk(layout, server, sums, 0, layout.slot_count(server), coding, block);
 }
 
 template <class Index>
@@ -537,6 +586,9 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
         granule_begin, granule_end, n, granules, layout.servers()));
   }
   std::vector<View> views(n);
+  // Elias-Fano blocks are decoded into bitmap words over their slots first, then walked as bitmaps.
+  thread_local std::vector<std::vector<std::uint64_t>> ef_words;
+  if (ef_words.size() < n) ef_words.resize(n);
   std::uint64_t total = 0;
   std::size_t at = 0;
   for (std::uint32_t j = 0; j < n; ++j) {
@@ -547,14 +599,26 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
     const std::size_t slots =
         (layout.granules_before(j, granule_end) - layout.granules_before(j, granule_begin)) *
         kZenGranule;
-    const std::size_t key_bytes = v.format == kBitmap ? slots / 8 : v.nnz * sizeof(Index);
-    if (v.format > kBitmap || v.nnz > slots ||
-        counts[j] != kBlockHeader + key_bytes + v.nnz * sizeof(float)) {
+    if (v.format > kEliasFano || v.nnz > slots)
+      throw malformed(j, fmt::format("format {} with {} non-zeros", v.format, v.nnz));
+    const std::size_t key_bytes = format_key_bytes(v.format, slots, v.nnz, sizeof(Index));
+    if (counts[j] != kBlockHeader + key_bytes + v.nnz * sizeof(float)) {
       throw malformed(
           j, fmt::format("{} bytes for format {} and {} non-zeros", counts[j], v.format, v.nnz));
     }
     v.keys = blocks.data() + at + kBlockHeader;
     v.values = v.keys + key_bytes;
+    if (v.format == kEliasFano) {
+      ef_words[j].resize(slots / kZenGranule);
+      try {
+        sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(v.keys, key_bytes), slots,
+                                         v.nnz, ef_words[j]);
+      } catch (const std::runtime_error& e) {
+        throw malformed(j, e.what());
+      }
+      v.format = kBitmap;
+      v.keys = reinterpret_cast<const std::uint8_t*>(ef_words[j].data());
+    }
     views[j] = v;
     total += v.nnz;
     at += counts[j];
@@ -689,9 +753,9 @@ template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayo
                               std::span<const std::uint64_t>, ZenServerSums<I>&);                \
   template std::size_t zen_encode_pull_chunk(const HashLayout&, std::uint32_t,                   \
                                              const ZenServerSums<I>&, std::size_t, std::size_t,  \
-                                             bool, std::vector<std::uint8_t>&);                  \
+                                             PullCoding, std::vector<std::uint8_t>&);            \
   template void zen_encode_pull_block(const HashLayout&, std::uint32_t,                          \
-                                      std::vector<sparse::Entry<I>>&, bool,                      \
+                                      std::vector<sparse::Entry<I>>&, PullCoding,                \
                                       std::vector<std::uint8_t>&);                               \
   template std::size_t zen_decode_pull_chunk(                                                    \
       const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,            \

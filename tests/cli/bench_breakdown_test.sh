@@ -15,7 +15,7 @@ json=$(timeout 600 "$simulate" cluster-16x25g 8 -- "${args[@]}" --json 2>&1) ||
 python3 - <<PY || exit 1
 import json
 rows = [json.loads(l) for l in """$json""".splitlines() if l.startswith('{"')]
-assert len(rows) == 8 and all(r["verified"] for r in rows), rows
+assert len(rows) == 9 and all(r["verified"] for r in rows), rows
 for r in rows:
     a, b = r["network_latency_s"], r["network_bandwidth_bytes_per_s"]
     assert abs(b * 8 / 25e9 - 1) < 0.1, ("probed bandwidth", b * 8)

@@ -7,7 +7,7 @@
 set -uo pipefail
 atoll=$1 simulate=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-schemes=8  # rows per run: every scheme of `all`
+schemes=9  # rows per run: every scheme of `all`
 failures=0
 
 # check NAME OUTPUT STATUS: STATUS 0, $schemes JSON rows, all verified.

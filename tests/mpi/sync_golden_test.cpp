@@ -83,9 +83,10 @@ void expect_exact_calls(sync::SyncScheme& scheme, const std::string& scheme_name
 
 template <class Index>
 void expect_exact_sum(const std::string& scheme_name, const std::string& label,
-                      const Maker<Index>& make, bool exact) {
+                      const Maker<Index>& make, bool exact, const sync::SchemeOptions& options) {
   // Twice: the second call reuses `out` and the scheme's cached state.
-  expect_exact_calls<Index>(*sync::make_scheme(scheme_name), scheme_name, label, make, exact, 2);
+  expect_exact_calls<Index>(*sync::make_scheme(scheme_name, options), scheme_name, label, make,
+                            exact, 2);
 }
 
 template <class Index>
@@ -109,16 +110,16 @@ Maker<Index> fixed_case(std::uint64_t M, std::function<std::vector<Index>(int, i
 }
 
 template <class Index>
-void run_all_cases(const std::string& scheme) {
+void run_all_cases(const std::string& scheme, const sync::SchemeOptions& options = {}) {
   using sparse::ValueKind;
   const std::uint64_t M = 10007;  // prime: never divisible by the world size
   for (double d : {0.0001, 0.001, 0.01, 0.05, 0.3, 1.0}) {
     expect_exact_sum<Index>(scheme, "zipf-int d=" + std::to_string(d),
-                            zipf_case<Index>(M, d, ValueKind::integer, 11), true);
+                            zipf_case<Index>(M, d, ValueKind::integer, 11), true, options);
   }
   for (double d : {0.01, 0.3}) {
     expect_exact_sum<Index>(scheme, "zipf-float d=" + std::to_string(d),
-                            zipf_case<Index>(M, d, ValueKind::normal, 12), false);
+                            zipf_case<Index>(M, d, ValueKind::normal, 12), false, options);
   }
   expect_exact_sum<Index>(
       scheme, "uniform M=65536",
@@ -126,7 +127,7 @@ void run_all_cases(const std::string& scheme) {
         sparse::GeneratorOptions o{65536, 0.02, 0.0, 5, ValueKind::integer};
         return sparse::generate_gradient<Index>(o, r);
       },
-      true);
+      true, options);
   // Zen's pull in byte-balanced pipelined chunks (M = 100003: 24 buckets of 64 granules; 300007:
   // 73 buckets, up to 8 chunks); densities where servers pick COO (0.002) and the bitmap (0.05).
   // (The larger case only for the Zen schemes: 16 simulated ranks each building every rank's
@@ -136,12 +137,12 @@ void run_all_cases(const std::string& scheme) {
     for (double d : {0.002, 0.05}) {
       expect_exact_sum<Index>(scheme,
                               "zipf-int M=" + std::to_string(big) + " d=" + std::to_string(d),
-                              zipf_case<Index>(big, d, ValueKind::integer, 13), true);
+                              zipf_case<Index>(big, d, ValueKind::integer, 13), true, options);
     }
   }
   expect_exact_sum<Index>(scheme, "all empty",
-                          fixed_case<Index>(M, [](int, int) { return std::vector<Index>{}; }),
-                          true);
+                          fixed_case<Index>(M, [](int, int) { return std::vector<Index>{}; }), true,
+                          options);
   expect_exact_sum<Index>(
       scheme, "odd ranks empty",
       [=](int r, int n) {
@@ -150,14 +151,14 @@ void run_all_cases(const std::string& scheme) {
         if (r % 2) g.indices.clear(), g.values.clear();
         return g;
       },
-      true);
+      true, options);
   expect_exact_sum<Index>(
       scheme, "all ranks on index M-1",
       fixed_case<Index>(M, [=](int, int) { return std::vector<Index>{static_cast<Index>(M - 1)}; }),
-      true);
+      true, options);
   expect_exact_sum<Index>(scheme, "all ranks on index 0",
                           fixed_case<Index>(M, [](int, int) { return std::vector<Index>{0}; }),
-                          true);
+                          true, options);
   expect_exact_sum<Index>(
       scheme, "0 and M-1",
       fixed_case<Index>(M,
@@ -165,12 +166,12 @@ void run_all_cases(const std::string& scheme) {
                           return r % 2 ? std::vector<Index>{0, static_cast<Index>(M - 1)}
                                        : std::vector<Index>{static_cast<Index>(M - 1)};
                         }),
-      true);
+      true, options);
   expect_exact_sum<Index>(
       scheme, "M=1",
       fixed_case<Index>(
           1, [](int r, int) { return r % 3 == 1 ? std::vector<Index>{} : std::vector<Index>{0}; }),
-      true);
+      true, options);
   expect_exact_sum<Index>(
       scheme, "cancellation",
       [=](int r, int n) {
@@ -182,13 +183,21 @@ void run_all_cases(const std::string& scheme) {
         g.values = {s, 1.0f};
         return g;
       },
-      true);
+      true, options);
 }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenTest, Index32MatchesDenseReference) { run_all_cases<std::uint32_t>(GetParam()); }
 TEST_P(GoldenTest, Index64MatchesDenseReference) { run_all_cases<std::uint64_t>(GetParam()); }
+
+// Zen's Elias-Fano pull blocks on every case, forced (zen_ef uses them only where smallest).
+TEST(GoldenZenEliasFano, ForcedOnEveryBlock) {
+  sync::SchemeOptions forced;
+  forced.zen_force_elias_fano = true;
+  run_all_cases<std::uint32_t>("zen", forced);
+  run_all_cases<std::uint64_t>("zen", forced);
+}
 
 TEST_P(GoldenTest, IndexOutOfRangeOnOneRankFailsOnEveryRank) {
   Communicator& comm = *g_comm;

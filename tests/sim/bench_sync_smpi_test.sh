@@ -6,7 +6,7 @@
 # usage: bench_sync_smpi_test.sh SIMULATE_SCRIPT NP
 set -uo pipefail
 simulate=$1 np=$2
-schemes=8  # rows of `--schemes all`
+schemes=9  # rows of `--schemes all`
 out=$(timeout 120 "$simulate" cluster-16x25g "$np" -- bench sync --schemes all --elements 20000 \
   --density 0.01 --values integer --repeat 1 --warmup 0 --verify --json 2>&1)
 rc=$?

@@ -36,7 +36,19 @@ TEST(CostModel, ZenEq1AndSkewPenalty) {
 TEST(CostModel, BalancedParallelismWinsAtModerateDensity) {
   Network net{5e-6, 25e9 / 8};
   const auto ranked = rank_schemes(profile(0.01, 8, 10), net);
-  EXPECT_EQ(ranked.front().scheme, "zen");
+  // zen_ef: the same scheme with the smaller Elias-Fano index code at this aggregated density (8%).
+  EXPECT_EQ(ranked.front().scheme, "zen_ef");
+  EXPECT_EQ(ranked[1].scheme, "zen");
+}
+
+// Elias-Fano only ever replaces a larger index code: zen_ef's network time is never above zen's,
+// below it at moderate aggregated density, equal where the bitmap is smallest (dense sums).
+TEST(CostModel, EliasFanoPullNeverCostsMoreBytesThanZens) {
+  Network net{5e-6, 25e9 / 8};
+  EXPECT_LT(zen_ef_time(profile(0.01, 8, 10), net), zen_time(profile(0.01, 8, 10), net));
+  EXPECT_DOUBLE_EQ(zen_ef_time(profile(0.05, 8, 10), net), zen_time(profile(0.05, 8, 10), net));
+  for (double d : {1e-6, 1e-4, 1e-3, 1e-2, 0.1, 0.5})
+    EXPECT_LE(zen_ef_time(profile(d, 8, 10), net), zen_time(profile(d, 8, 10), net)) << d;
 }
 
 TEST(CostModel, LatencyFavoursFewRoundsForTinyMessages) {

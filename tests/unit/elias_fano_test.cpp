@@ -24,6 +24,16 @@ std::vector<std::uint64_t> round_trip(const std::vector<std::uint64_t>& position
   EXPECT_EQ(code[0], 0xAB);
   std::vector<std::uint64_t> out{7};
   elias_fano_decode(std::span(code).subspan(1), universe, positions.size(), out);
+  // The bitmap form (Zen's pull decoder): the same positions, and no other bit.
+  if (universe <= (1u << 20)) {
+    std::vector<std::uint64_t> words((universe + 63) / 64, ~std::uint64_t{0});
+    atl::sparse::elias_fano_decode_bitmap(std::span(code).subspan(1), universe, positions.size(),
+                                          words);
+    std::vector<std::uint64_t> set;
+    for (std::uint64_t x = 0; x < universe; ++x)
+      if ((words[x / 64] >> (x % 64)) & 1) set.push_back(x);
+    EXPECT_EQ(set, out) << "bitmap decode, universe " << universe;
+  }
   return out;
 }
 
@@ -52,6 +62,15 @@ TEST(EliasFano, EdgeShapesRoundTrip) {
     if (u >= 2) {
       EXPECT_EQ(round_trip({0, u - 1}, u), (std::vector<std::uint64_t>{0, u - 1})) << u;
     }
+  }
+}
+
+// Low parts of up to 61 bits: the packed fields straddle 64-bit words.
+TEST(EliasFano, WideLowPartsRoundTrip) {
+  for (unsigned bits : {33u, 40u, 62u, 63u}) {
+    const std::uint64_t u = std::uint64_t{1} << bits;
+    const std::vector<std::uint64_t> v{0, 1, 12345, u / 3, u / 2 + 7, u - 2, u - 1};
+    EXPECT_EQ(round_trip(v, u), v) << bits;
   }
 }
 

@@ -53,8 +53,8 @@ TEST(ReceivedMessages, ZenPushRefusesForeignAndOutOfRangeIndices) {
 TEST(ReceivedMessages, ZenPullRefusesCountsPastTheBuffer) {
   const HashLayout layout(1000, 2, 3);
   std::vector<E32> none;
-  const auto b0 = zen_encode_pull_block<std::uint32_t>(layout, 0, none, true);
-  const auto b1 = zen_encode_pull_block<std::uint32_t>(layout, 1, none, true);
+  const auto b0 = zen_encode_pull_block<std::uint32_t>(layout, 0, none, PullCoding::bitmap_or_coo);
+  const auto b1 = zen_encode_pull_block<std::uint32_t>(layout, 1, none, PullCoding::bitmap_or_coo);
   std::vector<std::uint8_t> blocks(b0);
   blocks.insert(blocks.end(), b1.begin(), b1.end());
   atl::sparse::SparseGradient<std::uint32_t> out;
@@ -72,7 +72,7 @@ TEST(ReceivedMessages, ZenEncodesAnEmptySparseServer) {
   // data() pointer. The block of a server that received nothing is its header and nothing more.
   const HashLayout layout(1, 1, 0);
   std::vector<E32> none;
-  const auto block = zen_encode_pull_block<std::uint32_t>(layout, 0, none, false);
+  const auto block = zen_encode_pull_block<std::uint32_t>(layout, 0, none, PullCoding::coo);
   EXPECT_EQ(block.size(), 9u);
 }
 

@@ -172,44 +172,50 @@ TEST(Bitmap, EncodeSetsExactlyTheNonZeroSlots) {
   EXPECT_EQ(block.bitmap[16], 0x02);
 }
 
-// Encode on every server, decode on a receiver: the result is the exact sum, sorted, for both
-// block formats (bitmap at high aggregated density, COO at low) and for index 0 and M-1.
+constexpr PullCoding kCodings[] = {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest,
+                                   PullCoding::elias_fano};
+
+// Encode on every server, decode on a receiver: the result is the exact sum, sorted, for every
+// coding (bitmap at high aggregated density, COO at low, Elias-Fano where smallest or forced), for
+// index 0 and M-1, and for a server with nothing (densities 0 and 1 per worker included).
 TEST(ZenPull, RoundTripMatchesDenseSum) {
   const std::uint64_t M = 100003;
   const std::uint32_t n = 5;
   HashLayout layout(M, n, 9);
-  for (double density : {0.0005, 0.3}) {
-    std::vector<std::vector<sparse::Entry<std::uint32_t>>> received(n);
-    std::vector<double> dense(M, 0.0);
-    for (int w = 0; w < 4; ++w) {
-      sparse::GeneratorOptions o{M, density, 1.1, 3, sparse::ValueKind::integer};
-      auto g = sparse::generate_gradient<std::uint32_t>(o, w);
-      g.indices.insert(g.indices.begin(), 0);  // generator may or may not include 0; force it
-      g.indices.erase(std::unique(g.indices.begin(), g.indices.end()), g.indices.end());
-      if (g.indices.back() != M - 1) g.indices.push_back(M - 1);
-      g.values.assign(g.indices.size(), 0.0f);
-      for (std::size_t k = 0; k < g.values.size(); ++k) g.values[k] = float(1 + (k + w) % 7);
-      for (std::size_t k = 0; k < g.nnz(); ++k) dense[g.indices[k]] += g.values[k];
-      HashPartition<std::uint32_t> part;
-      zen_partition(g, layout, part);
-      deliver(part, received);
+  for (const PullCoding coding : kCodings)
+    for (double density : {0.0, 0.0005, 0.05, 0.3, 1.0}) {
+      SCOPED_TRACE(::testing::Message() << "coding " << int(coding) << ", density " << density);
+      std::vector<std::vector<sparse::Entry<std::uint32_t>>> received(n);
+      std::vector<double> dense(M, 0.0);
+      for (int w = 0; w < 4; ++w) {
+        sparse::GeneratorOptions o{M, density, 1.1, 3, sparse::ValueKind::integer};
+        auto g = sparse::generate_gradient<std::uint32_t>(o, w);
+        g.indices.insert(g.indices.begin(), 0);  // generator may or may not include 0; force it
+        g.indices.erase(std::unique(g.indices.begin(), g.indices.end()), g.indices.end());
+        if (g.indices.back() != M - 1) g.indices.push_back(M - 1);
+        g.values.assign(g.indices.size(), 0.0f);
+        for (std::size_t k = 0; k < g.values.size(); ++k) g.values[k] = float(1 + (k + w) % 7);
+        for (std::size_t k = 0; k < g.nnz(); ++k) dense[g.indices[k]] += g.values[k];
+        HashPartition<std::uint32_t> part;
+        zen_partition(g, layout, part);
+        deliver(part, received);
+      }
+      std::vector<std::uint8_t> all;
+      std::vector<std::size_t> counts;
+      for (std::uint32_t j = 0; j < n; ++j) {
+        const auto block = zen_encode_pull_block<std::uint32_t>(layout, j, received[j], coding);
+        all.insert(all.end(), block.begin(), block.end());
+        counts.push_back(block.size());
+      }
+      SparseGradient<std::uint32_t> out;
+      zen_decode_pull<std::uint32_t>(layout, all, counts, out);
+      EXPECT_FALSE(out.check().has_value()) << out.check().value_or("");
+      const auto got = out.to_dense();
+      for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(got[x], dense[x]) << "index " << x;
+      // A corrupted block is refused, not decoded into a wrong answer.
+      counts[0] -= 1;
+      EXPECT_THROW(zen_decode_pull<std::uint32_t>(layout, all, counts, out), std::runtime_error);
     }
-    std::vector<std::uint8_t> all;
-    std::vector<std::size_t> counts;
-    for (std::uint32_t j = 0; j < n; ++j) {
-      const auto block = zen_encode_pull_block<std::uint32_t>(layout, j, received[j], true);
-      all.insert(all.end(), block.begin(), block.end());
-      counts.push_back(block.size());
-    }
-    SparseGradient<std::uint32_t> out;
-    zen_decode_pull<std::uint32_t>(layout, all, counts, out);
-    EXPECT_FALSE(out.check().has_value()) << out.check().value_or("");
-    const auto got = out.to_dense();
-    for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(got[x], dense[x]) << "index " << x;
-    // A corrupted block is refused, not decoded into a wrong answer.
-    counts[0] -= 1;
-    EXPECT_THROW(zen_decode_pull<std::uint32_t>(layout, all, counts, out), std::runtime_error);
-  }
 }
 
 }  // namespace
@@ -241,54 +247,56 @@ TEST(ZenPull, ChunkedRoundTripWithBalancedBounds) {
   const std::uint32_t n = 5;
   const HashLayout layout(M, n, 9);
   const std::uint64_t granules = (M + 63) / 64;
-  for (double density : {0.0005, 0.01, 0.3}) {
-    std::vector<double> dense;
-    auto received = push_all(layout, density, 4, dense);
-    const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
-    const std::size_t H = buckets.size() - 1;
-    std::vector<ZenServerSums<std::uint32_t>> sums(n);
-    std::vector<std::uint64_t> bucket_nnz;
-    for (std::uint32_t j = 0; j < n; ++j) {
-      zen_aggregate(layout, j, received[j], buckets, sums[j]);
-      ASSERT_EQ(sums[j].bucket_nnz.size(), H);
-      bucket_nnz.insert(bucket_nnz.end(), sums[j].bucket_nnz.begin(), sums[j].bucket_nnz.end());
-    }
-    const auto bounds = zen_balanced_chunks(layout, buckets, bucket_nnz, 8);
-    ASSERT_GE(bounds.size(), 3u) << "a skewed gradient over 244 buckets splits";
-    ASSERT_LE(bounds.size(), 9u);
-    EXPECT_EQ(bounds.front(), 0u);
-    EXPECT_EQ(bounds.back(), granules);
-    for (std::size_t p = 1; p < bounds.size(); ++p) EXPECT_LT(bounds[p - 1], bounds[p]);
-
-    std::vector<std::uint32_t> idx(static_cast<std::size_t>(M) + kZenDecodeSlack);
-    std::vector<float> val(idx.size());
-    std::size_t pos = 0;
-    for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
-      std::vector<std::uint8_t> all;
-      std::vector<std::size_t> counts;
+  for (const PullCoding coding : kCodings)
+    for (double density : {0.0005, 0.01, 0.3}) {
+      SCOPED_TRACE(::testing::Message() << "coding " << int(coding) << ", density " << density);
+      std::vector<double> dense;
+      auto received = push_all(layout, density, 4, dense);
+      const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+      const std::size_t H = buckets.size() - 1;
+      std::vector<ZenServerSums<std::uint32_t>> sums(n);
+      std::vector<std::uint64_t> bucket_nnz;
       for (std::uint32_t j = 0; j < n; ++j) {
-        const std::size_t s0 = layout.granules_before(j, bounds[p]) * 64;
-        const std::size_t s1 = layout.granules_before(j, bounds[p + 1]) * 64;
-        std::vector<std::uint8_t> block;
-        const auto bytes = zen_encode_pull_chunk(layout, j, sums[j], s0, s1, true, block);
-        const std::uint64_t nnz = sums[j].nnz_before[s1 / 64] - sums[j].nnz_before[s0 / 64];
-        ASSERT_EQ(bytes, zen_pull_block_bytes(s1 - s0, nnz, 4, true)) << "announced size";
-        ASSERT_EQ(block.size(), bytes);
-        all.insert(all.end(), block.begin(), block.end());
-        counts.push_back(bytes);
+        zen_aggregate(layout, j, received[j], buckets, sums[j]);
+        ASSERT_EQ(sums[j].bucket_nnz.size(), H);
+        bucket_nnz.insert(bucket_nnz.end(), sums[j].bucket_nnz.begin(), sums[j].bucket_nnz.end());
       }
-      pos += zen_decode_pull_chunk<std::uint32_t>(layout, bounds[p], bounds[p + 1], all, counts,
-                                                  idx.data() + pos, val.data() + pos,
-                                                  static_cast<std::size_t>(M) - pos);
+      const auto bounds = zen_balanced_chunks(layout, buckets, bucket_nnz, 8);
+      ASSERT_GE(bounds.size(), 3u) << "a skewed gradient over 244 buckets splits";
+      ASSERT_LE(bounds.size(), 9u);
+      EXPECT_EQ(bounds.front(), 0u);
+      EXPECT_EQ(bounds.back(), granules);
+      for (std::size_t p = 1; p < bounds.size(); ++p) EXPECT_LT(bounds[p - 1], bounds[p]);
+
+      std::vector<std::uint32_t> idx(static_cast<std::size_t>(M) + kZenDecodeSlack);
+      std::vector<float> val(idx.size());
+      std::size_t pos = 0;
+      for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
+        std::vector<std::uint8_t> all;
+        std::vector<std::size_t> counts;
+        for (std::uint32_t j = 0; j < n; ++j) {
+          const std::size_t s0 = layout.granules_before(j, bounds[p]) * 64;
+          const std::size_t s1 = layout.granules_before(j, bounds[p + 1]) * 64;
+          std::vector<std::uint8_t> block;
+          const auto bytes = zen_encode_pull_chunk(layout, j, sums[j], s0, s1, coding, block);
+          const std::uint64_t nnz = sums[j].nnz_before[s1 / 64] - sums[j].nnz_before[s0 / 64];
+          ASSERT_EQ(bytes, zen_pull_block_bytes(s1 - s0, nnz, 4, coding)) << "announced size";
+          ASSERT_EQ(block.size(), bytes);
+          all.insert(all.end(), block.begin(), block.end());
+          counts.push_back(bytes);
+        }
+        pos += zen_decode_pull_chunk<std::uint32_t>(layout, bounds[p], bounds[p + 1], all, counts,
+                                                    idx.data() + pos, val.data() + pos,
+                                                    static_cast<std::size_t>(M) - pos);
+      }
+      SparseGradient<std::uint32_t> out;
+      out.elements = M;
+      out.indices.assign(idx.begin(), idx.begin() + pos);
+      out.values.assign(val.begin(), val.begin() + pos);
+      EXPECT_FALSE(out.check().has_value()) << out.check().value_or("");
+      const auto got = out.to_dense();
+      for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(got[x], dense[x]) << "index " << x;
     }
-    SparseGradient<std::uint32_t> out;
-    out.elements = M;
-    out.indices.assign(idx.begin(), idx.begin() + pos);
-    out.values.assign(val.begin(), val.begin() + pos);
-    EXPECT_FALSE(out.check().has_value()) << out.check().value_or("");
-    const auto got = out.to_dense();
-    for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(got[x], dense[x]) << "index " << x;
-  }
 }
 
 TEST(ZenPull, BalancedChunksOnDegenerateCounts) {

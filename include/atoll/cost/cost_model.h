@@ -40,6 +40,9 @@ double omnireduce_time(const SparsityProfile& p, const Network& net);
 double sparse_ps_time(const SparsityProfile& p, const Network& net);
 double zen_coo_time(const SparsityProfile& p, const Network& net);  // Eq. 1 + latency
 double zen_time(const SparsityProfile& p, const Network& net);      // Eq. 1, bitmap pull
+// Eq. 1 with the smallest of bitmap, COO and Elias-Fano index bytes in the pull (network only:
+// the model does not charge Elias-Fano's extra decode work; auto's trial calls measure it).
+double zen_ef_time(const SparsityProfile& p, const Network& net);
 
 // All of the above, fastest first.
 std::vector<Estimate> rank_schemes(const SparsityProfile& p, const Network& net);

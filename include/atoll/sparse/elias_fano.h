@@ -3,8 +3,8 @@
 // (Elias 1974, Fano 1971). Each position x is split into its L = floor(log2(u / k)) low bits,
 // stored packed, and its high part x >> L, stored in unary as bit (x >> L) + i of a bit vector of
 // k + (u >> L) + 1 bits. Issue 18's third index format beside the hash bitmap (u / 8 bytes) and
-// COO (4 or 8 bytes per index); this is the codec and its size, the measure of what it would save
-// (docs/results/index-coding.md), not yet a format on Zen's wire.
+// COO (4 or 8 bytes per index): Zen's pull carries it when it is the smallest of the three
+// (scheme zen_ef, src/sync/zen_partition.cpp); docs/results/index-coding.md measures what it saves.
 //
 // Why not libsdsl's sd_vector (Debian's libsdsl-dev): its serialized form carries its own headers,
 // and its loader trusts the sizes it reads, so a corrupt block from a peer could make it allocate
@@ -31,6 +31,10 @@ void elias_fano_encode(std::span<const std::uint64_t> positions, std::uint64_t u
 // with other than `count` ones or bits past its last one, or a position >= universe.
 void elias_fano_decode(std::span<const std::uint8_t> code, std::uint64_t universe,
                        std::uint64_t count, std::vector<std::uint64_t>& out);
+// The same validation, the positions set as bits of `words` (ceil(universe / 64) words, cleared
+// first): the form Zen's pull decoder walks.
+void elias_fano_decode_bitmap(std::span<const std::uint8_t> code, std::uint64_t universe,
+                              std::uint64_t count, std::span<std::uint64_t> words);
 // log2 C(universe, count) in bits: the fewest bits any code needs to tell apart every set of
 // `count` positions in [0, universe).
 double subset_entropy_bits(std::uint64_t universe, std::uint64_t count);

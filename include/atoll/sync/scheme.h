@@ -98,6 +98,9 @@ struct SchemeOptions {
   // Zen pull: a server sends a bitmap when it is smaller than its COO indices (per server, per
   // call).
   bool zen_allow_bitmap = true;
+  // Every Zen variant codes every pull block's indices in Elias-Fano (the golden tests use it to
+  // run that format on every block shape; otherwise zen_ef picks it where it is the smallest).
+  bool zen_force_elias_fano = false;
 };
 
 // The scheme names accepted by make_scheme, in presentation order (auto last).

@@ -138,13 +138,24 @@ std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
                                                std::span<const std::uint64_t> bucket_bounds,
                                                std::span<const std::uint64_t> bucket_nnz,
                                                std::uint32_t chunks);
-// A pull block over `slots` slots holding `nnz` non-zeros: its format (0 COO, 1 bitmap: the
-// bitmap when allowed and smaller than COO indices) and its size in bytes. Receivers use these to
-// know every block's size from the servers' counts alone.
+// How a server codes the indices of its pull blocks; it announces this with its counts, so that
+// every receiver knows every block's format and size from the counts alone.
+enum class PullCoding : std::uint8_t {
+  coo = 0,            // zen_coo: the indices
+  bitmap_or_coo = 1,  // zen: the hash bitmap over the server's slots where smaller than indices
+  smallest = 2,       // zen_ef: the smallest of bitmap, indices and Elias-Fano (elias_fano.h)
+  elias_fano = 3,     // Elias-Fano in every block (SchemeOptions::zen_force_elias_fano: tests)
+};
+inline constexpr std::uint8_t kPullCodings = 4;
+// A pull block over `slots` slots holding `nnz` non-zeros: its format (0 indices, 1 bitmap,
+// 2 Elias-Fano over the block's slots) and its size in bytes.
 std::uint8_t zen_pull_format(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
-                             bool allow_bitmap);
+                             PullCoding coding);
 std::size_t zen_pull_block_bytes(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
-                                 bool allow_bitmap);
+                                 PullCoding coding);
+// The same block's index bytes (bitmap, indices or Elias-Fano code), header and values excluded.
+std::size_t zen_pull_key_bytes(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
+                               PullCoding coding);
 
 // A server's sums after the push, ready to be encoded chunk by chunk.
 template <class Index>
@@ -172,22 +183,23 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::vector<sparse::Entry<Index>>& received,
                    std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums);
 // Step 2: appends the pull block of the server's slots [s0, s1) (multiples of 64) to `block`:
-// [u8 format][u64 nnz][bitmap | indices][values]; returns its size (= zen_pull_block_bytes).
+// [u8 format][u64 nnz][bitmap | indices | Elias-Fano code][values]; returns its size
+// (= zen_pull_block_bytes).
 template <class Index>
 std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server,
                                   const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
-                                  bool allow_bitmap, std::vector<std::uint8_t>& block);
+                                  PullCoding coding, std::vector<std::uint8_t>& block);
 // One chunk covering all of [0, M).
 template <class Index>
 void zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
-                           std::vector<sparse::Entry<Index>>& received, bool allow_bitmap,
+                           std::vector<sparse::Entry<Index>>& received, PullCoding coding,
                            std::vector<std::uint8_t>& block);
 template <class Index>
 std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
                                                 std::vector<sparse::Entry<Index>>& received,
-                                                bool allow_bitmap) {
+                                                PullCoding coding) {
   std::vector<std::uint8_t> block;
-  zen_encode_pull_block(layout, server, received, allow_bitmap, block);
+  zen_encode_pull_block(layout, server, received, coding, block);
   return block;
 }
 
