@@ -472,10 +472,9 @@ namespace {
 template <class Index>
 void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
                        std::uint8_t* keys, std::size_t key_bytes) {
-  thread_local std::vector<std::uint64_t> positions;
-  thread_local std::vector<std::uint8_t> code;
-  positions.clear();
-  code.clear();
+  std::vector<std::uint64_t> positions;
+  positions.reserve(sums.nnz_before[s1 / kZenGranule] - sums.nnz_before[s0 / kZenGranule]);
+  std::vector<std::uint8_t> code;
   // The non-zero bitmap exists in both of the server's forms (slot buffer and sorted entries).
   for (std::size_t w = s0 / kZenGranule; w < s1 / kZenGranule; ++w) {
     for (std::uint64_t word = sums.words[w]; word != 0; word &= word - 1)
@@ -587,8 +586,9 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
   }
   std::vector<View> views(n);
   // Elias-Fano blocks are decoded into bitmap words over their slots first, then walked as bitmaps.
-  thread_local std::vector<std::vector<std::uint64_t>> ef_words;
-  if (ef_words.size() < n) ef_words.resize(n);
+  // Local, not thread_local: under SMPI every simulated rank may share one thread, and the walk's
+  // progress calls can switch ranks while these words are in use.
+  std::vector<std::vector<std::uint64_t>> ef_words(n);
   std::uint64_t total = 0;
   std::size_t at = 0;
   for (std::uint32_t j = 0; j < n; ++j) {
