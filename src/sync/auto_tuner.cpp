@@ -32,8 +32,7 @@ void SchemeTuner::widen() {
   const double favourite_s = candidates_.front().best_s;
   const double missed = std::max(0.0, favourite_s - candidates_.front().estimate.time_s);
   for (std::size_t k = 1; k < ranked_.size() && candidates_.size() < kMaxCandidates; ++k) {
-    if (ranked_[k].time_s + missed <= kSpread * favourite_s)
-      candidates_.push_back({ranked_[k]});
+    if (ranked_[k].time_s + missed <= kSpread * favourite_s) candidates_.push_back({ranked_[k]});
   }
 }
 
