@@ -505,7 +505,8 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
   std::memcpy(out + 1, &nnz, 8);
   std::uint8_t* keys = out + kBlockHeader;
   std::uint8_t* values = keys + key_bytes;
-  if (format == kBitmap) std::memcpy(keys, sums.words.data() + w0, key_bytes);
+  // (key_bytes is 0 for a server with no slots in this chunk, whose words may have no storage.)
+  if (format == kBitmap && key_bytes > 0) std::memcpy(keys, sums.words.data() + w0, key_bytes);
   if (format == kEliasFano) encode_elias_fano(sums, s0, s1, keys, key_bytes);
   if (sums.sparse) {
     // An empty server's vectors may have no storage: memcpy from null is undefined even for 0
