@@ -4,23 +4,28 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "../train/faults.h"  // --inject-fault's parser (torch-free, in atoll_core)
 #include "atoll/cli/commands.h"
+#include "atoll/comm/cpu_costs.h"
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/trace.h"
 #include "atoll/sync/network_probe.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/util/fault_point.h"
+#include "atoll/util/files.h"
 #include "atoll/util/memory.h"
 
 namespace atl::cli {
 namespace {
 
 using comm::Communicator;
+using comm::CpuCharging;
 using comm::ReduceOp;
 using sparse::SparseGradient;
 
@@ -162,6 +167,78 @@ double imbalance(Communicator& comm, std::uint64_t load) {
   return sum > 0 ? mx / (sum / comm.size()) : 1.0;
 }
 
+// --cpu-cost-record: every rank's samples summed, merged by rank 0 into the table (created if
+// absent), refitted and written atomically; a failure is reported on every rank.
+void save_cpu_samples(Communicator& comm, const BenchSyncOptions& o, std::uint64_t M,
+                      double density) {
+  const auto& mine = comm.cpu_charging()->samples;
+  std::vector<double> flat;
+  for (const auto& s : mine) flat.insert(flat.end(), s.s.begin(), s.s.end());
+  comm.allreduce<double>(flat, ReduceOp::sum);
+  std::optional<std::string> problem;
+  if (comm.rank() == 0) {
+    try {
+      std::vector<comm::CpuCostSamples> all(mine.size());
+      for (std::size_t i = 0; i < all.size(); ++i)
+        std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(i * comm::CpuCostSamples::kFields),
+                    comm::CpuCostSamples::kFields, all[i].s.begin());
+      auto table = std::filesystem::exists(o.cpu_cost_record)
+                       ? comm::CpuCostTable::load(o.cpu_cost_record)
+                       : comm::CpuCostTable();
+      std::string schemes;
+      for (const auto& s : o.schemes) schemes += (schemes.empty() ? "" : ",") + s;
+      table.merge(all, fmt::format("bench sync: {} ranks, M = {}, density {:.4g}, schemes {}, "
+                                   "repeat {}{}",
+                                   comm.size(), M, density, schemes, o.repeat,
+                                   Communicator::simulated() ? ", simulated" : ""));
+      table.save(o.cpu_cost_record);
+    } catch (const std::exception& e) {
+      problem = fmt::format("--cpu-cost-record {}: {}", o.cpu_cost_record, e.what());
+    }
+  }
+  comm.agree(problem);
+  if (comm.rank() == 0 && !o.json)
+    std::cout << fmt::format("cpu costs refitted into {}\n", o.cpu_cost_record);
+}
+
+// --cpu-cost / --cpu-cost-record: the communicator's charging mode, set on every rank alike
+// (each reads the table itself: a bad file fails every rank with the same message).
+void set_cpu_charging(Communicator& comm, const BenchSyncOptions& o) {
+  if (!o.cpu_cost_file.empty() && !o.cpu_cost_record.empty())
+    throw UsageError("--cpu-cost and --cpu-cost-record exclude each other");
+  auto charging = std::make_shared<CpuCharging>();
+  if (!o.cpu_cost_file.empty()) {
+    try {
+      charging->table = comm::CpuCostTable::load(o.cpu_cost_file);
+    } catch (const std::exception& e) {
+      throw UsageError(fmt::format("--cpu-cost: {}", e.what()));
+    }
+    charging->mode = CpuCharging::Mode::table;
+  } else if (!o.cpu_cost_record.empty()) {
+    try {
+      util::check_writable(o.cpu_cost_record);
+      if (std::filesystem::exists(o.cpu_cost_record))
+        (void)comm::CpuCostTable::load(o.cpu_cost_record);  // merged into at the end
+    } catch (const std::exception& e) {
+      throw UsageError(fmt::format("--cpu-cost-record: {}", e.what()));
+    }
+    charging->samples.resize(comm::cpu_ops().size());
+  }
+  const auto zero = charging->table.unmeasured();
+  const bool table = charging->mode == CpuCharging::Mode::table;
+  try {
+    comm.set_cpu_charging(std::move(charging));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--cpu-cost {}: {}", o.cpu_cost_file, e.what()));
+  }
+  if (table && !zero.empty() && comm.rank() == 0) {
+    std::string names;
+    for (const auto& z : zero) names += (names.empty() ? "" : ", ") + z;
+    std::cerr << fmt::format("atoll: warning: {} has no samples of {}: charged 0\n",
+                             o.cpu_cost_file, names);
+  }
+}
+
 template <class Index>
 int run(Communicator& comm, const BenchSyncOptions& o) {
   const auto names = resolve_schemes(o.schemes);
@@ -219,6 +296,8 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
       if (last.stats.exploring) ++explore_calls, explore_s += dt;
     }
     std::vector<double> times;
+    CpuCharging* charging = comm.cpu_charging();
+    if (!o.cpu_cost_record.empty()) charging->mode = CpuCharging::Mode::record;  // timed calls only
     for (int rep = 0; rep < o.repeat; ++rep) {
       util::set_fault_step(rep + 1);  // --inject-fault's STEP
       comm.barrier();
@@ -227,6 +306,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
       const double dt = comm.wtime() - t0;
       times.push_back(comm.allreduce_value<double>(dt, ReduceOp::max));
     }
+    if (!o.cpu_cost_record.empty()) charging->mode = CpuCharging::Mode::measured;
     bool verified = false;
     std::string failure;
     if (o.verify) {
@@ -278,7 +358,9 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         {"push_imbalance", imbalance(comm, st.push_load_bytes)},
         {"pull_imbalance", imbalance(comm, st.pull_load_bytes)},
         {"verified", verified},
+        {"cpu_charge", o.cpu_cost_file.empty() ? "measured" : "table"},
     };
+    if (!o.cpu_cost_file.empty()) row["cpu_cost_table"] = o.cpu_cost_file;
     // One collective for every phase's time and bytes (max over ranks), shared by both fields.
     const auto max_phases = sync::max_phase_stats(comm, st);
     nlohmann::json phases = nlohmann::json::object();
@@ -326,6 +408,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
       if (r.contains("network_bound_s")) print_breakdown(r);
     }
   }
+  if (!o.cpu_cost_record.empty()) save_cpu_samples(comm, o, grad.elements, ch.density);
   return all_ok ? 0 : 3;
 }
 
@@ -370,6 +453,7 @@ int bench_sync(Communicator& comm, const BenchSyncOptions& o) {
       o.generator.elements > (std::uint64_t{1} << 32)) {
     throw UsageError(fmt::format("--elements {} needs --index-bits 64", o.generator.elements));
   }
+  set_cpu_charging(comm, o);
   return o.index_bits == 32 ? run<std::uint32_t>(comm, o) : run<std::uint64_t>(comm, o);
 }
 

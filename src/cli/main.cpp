@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
       "sync", "verify and time the synchronization schemes (run under mpirun or scripts/simulate)");
   sync_cmd->add_option("--schemes", schemes,
                        "comma-separated schemes or 'all': allreduce, agsparse, sparcml, "
-                       "omnireduce, sparse_ps, zen_coo, zen, auto");
+                       "omnireduce, sparse_ps, zen_coo, zen, zen_ef, auto");
   add_generator_flags(sync_cmd, bench.generator, bench_values);
   sync_cmd->add_option("--index-bits", bench.index_bits, "index width: 32 or 64");
   sync_cmd->add_option("--repeat", bench.repeat, "timed repetitions (median reported)");
@@ -161,6 +161,12 @@ int main(int argc, char** argv) {
                        "experiments: kill:RANK:PHASE:STEP or stop:RANK:PHASE:STEP makes RANK "
                        "raise SIGKILL or SIGSTOP at a scheme's PHASE (push, aggregate, pull, ...) "
                        "of timed repetition STEP");
+  sync_cmd->add_option("--cpu-cost", bench.cpu_cost_file,
+                       "simulation: charge the schemes' computation from this cpu cost table "
+                       "(scripts/calibrate-cpu) instead of measuring it, so runs repeat exactly");
+  sync_cmd->add_option("--cpu-cost-record", bench.cpu_cost_record,
+                       "measure the schemes' computation per operation in the timed calls and "
+                       "merge it into this cpu cost table (created if absent), refitted");
 
   atl::cli::AnalyzeOptions an;
   std::string analyze_values = "normal";

@@ -12,7 +12,12 @@
 #include <string>
 #include <thread>
 
+#include "atoll/comm/cpu_costs.h"
 #include "atoll/comm/watchdog.h"
+
+#ifdef ATOLL_SMPI
+#include <xbt/config.hpp>
+#endif
 
 namespace atl::comm {
 namespace {
@@ -236,6 +241,7 @@ Communicator Communicator::split(int color, int key) {
   impl_->check(MPI_Comm_split(impl_->comm, color, key, &impl->comm), rank_, "MPI_Comm_split");
   const auto a = impl_->adopt(*impl, rank_, "split");
   Communicator c(std::move(impl), a.rank, a.size);
+  c.cpu_charging_ = cpu_charging_;
   c.ranks_on_node_ = a.on_node;
   return c;
 }
@@ -269,6 +275,7 @@ Communicator Communicator::subgroup(std::span<const int> ranks) {
   impl_->check(rc, rank_, "MPI_Comm_create_group");
   const auto a = impl_->adopt(*impl, rank_, "subgroup");
   Communicator c(std::move(impl), a.rank, a.size);
+  c.cpu_charging_ = cpu_charging_;
   c.ranks_on_node_ = a.on_node;
   return c;
 }
@@ -416,6 +423,13 @@ void Communicator::allgatherv_raw(const void* send, const std::vector<std::size_
 }
 
 #ifdef ATOLL_SMPI
+void Communicator::set_cpu_charging(std::shared_ptr<CpuCharging> charging) {
+  if (charging && charging->mode == CpuCharging::Mode::table) {
+    simgrid::config::set_value<bool>("smpi/simulate-computation", false);
+    simgrid::config::set_value<double>("smpi/cpu-threshold", 0.0);  // charge even sub-µs costs
+  }
+  cpu_charging_ = std::move(charging);
+}
 bool Communicator::simulated() { return true; }
 void Communicator::fixed_compute_begin() { smpi_bench_end(); }  // charges what ran so far
 void Communicator::fixed_compute_end(double seconds) {
@@ -428,6 +442,13 @@ void Communicator::delay(double seconds) {
   smpi_bench_begin();
 }
 #else
+void Communicator::set_cpu_charging(std::shared_ptr<CpuCharging> charging) {
+  if (charging && charging->mode == CpuCharging::Mode::table) {
+    throw std::invalid_argument(
+        "a cpu cost table charges simulated time: run build/atoll-smpi under scripts/simulate");
+  }
+  cpu_charging_ = std::move(charging);
+}
 bool Communicator::simulated() { return false; }
 void Communicator::fixed_compute_begin() {}
 void Communicator::fixed_compute_end(double) {}

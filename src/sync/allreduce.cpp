@@ -1,5 +1,6 @@
 // Dense AllReduce: densify, MPI_Allreduce (sum), return the dense tensor.
 // Cost (ring, bandwidth-optimal): 2(n-1) messages, 2(n-1)/n · 4M bytes sent and received per rank.
+#include "atoll/comm/charged_work.h"
 #include "common.h"
 #include "schemes.h"
 
@@ -19,6 +20,8 @@ class AllreduceScheme final : public SchemeBase<AllreduceScheme> {
     out.dense_form = true;
     {
       PhaseScope phase(comm, out.stats, "densify");
+      static const auto op = comm::cpu_op_id("allreduce.densify");
+      comm::ChargedWork work(comm, op, static_cast<double>(grad.nnz()), 4.0 * grad.elements);
       out.dense.assign(grad.elements, 0.0f);
       for (std::size_t i = 0; i < grad.nnz(); ++i) out.dense[grad.indices[i]] = grad.values[i];
     }

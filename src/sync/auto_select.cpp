@@ -15,8 +15,10 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <utility>
 
+#include "atoll/comm/charged_work.h"
 #include "atoll/cost/cost_model.h"
 #include "atoll/sync/network_probe.h"
 #include "atoll/sync/zen_partition.h"
@@ -126,6 +128,9 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     p.elements = M;
     p.index_bytes = sizeof(Index);
     p.block_elements = B;
+    // Its computation is charged in three sections, between the two collectives (cpu_costs.h).
+    static const auto op = comm::cpu_op_id("auto.profile");
+    std::optional<comm::ChargedWork> work(std::in_place, comm, op, static_cast<double>(grad.nnz()));
     // Local non-zero blocks (indices are sorted).
     std::vector<std::uint64_t> blocks;
     for (auto x : grad.indices) {
@@ -134,6 +139,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     }
     // One collective for the sizes, one for the samples.
     std::vector<double> sums{static_cast<double>(grad.nnz()), static_cast<double>(blocks.size())};
+    work.reset();
     comm.allreduce<double>(sums, comm::ReduceOp::sum);
     const double mean_nnz = sums[0] / n, mean_blocks = sums[1] / n;
     p.density = mean_nnz / static_cast<double>(M);
@@ -144,6 +150,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     auto sampled = [](std::uint64_t x, double rate) {
       return static_cast<double>(zen_hash(x, kSampleSeed) >> 11) * 0x1.0p-53 < rate;
     };
+    work.emplace(comm, op, static_cast<double>(grad.nnz() + blocks.size()));
     std::vector<std::uint64_t> mine{0};
     for (auto x : grad.indices)
       if (sampled(x, idx_rate)) mine.push_back(x);
@@ -151,7 +158,9 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     for (auto b : blocks)
       if (sampled(b, blk_rate)) mine.push_back(b);
     std::vector<std::size_t> counts;
+    work.reset();
     const auto all = comm.allgatherv<std::uint64_t>(mine, &counts);
+    work.emplace(comm, op, static_cast<double>(all.size()));
     // Split each rank's message into its index sample and block sample.
     std::vector<std::span<const std::uint64_t>> idx_s(n), blk_s(n);
     std::size_t at = 0;

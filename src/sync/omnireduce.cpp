@@ -6,6 +6,7 @@
 // the bytes on the wire are the same. Contiguous ranges make it sensitive to skew.
 // Cost: push ≈ nzb·(B·4 + sizeof(Index)), pull ≈ Σ_j nzb_j^agg · (B·4 + sizeof(Index)) where nzb is
 // the number of non-zero blocks (block density ≥ element density).
+#include "atoll/comm/charged_work.h"
 #include "common.h"
 #include "omnireduce_blocks.h"
 #include "schemes.h"
@@ -35,6 +36,8 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
     std::vector<std::size_t> send_counts(n, 0);
     {
       PhaseScope phase(comm, out.stats, "encode");
+      static const auto op = comm::cpu_op_id("omnireduce.encode");
+      comm::ChargedWork work(comm, op, static_cast<double>(grad.nnz()));
       std::uint32_t owner = 0;
       for (std::size_t k = 0; k < grad.nnz();) {
         const std::uint64_t b = grad.indices[k] / B;
@@ -50,6 +53,7 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
         }
         send_counts[owner] += record;
       }
+      work.set_size(static_cast<double>(grad.nnz()), static_cast<double>(send.size()));
     }
     std::vector<std::uint8_t> received;
     std::vector<std::size_t> recv_counts;
@@ -67,6 +71,9 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
       PhaseScope phase(comm, out.stats, "aggregate");
       const std::uint64_t first = range_begin(blocks, n, rank);
       const std::uint64_t count = range_begin(blocks, n, rank + 1) - first;
+      static const auto op = comm::cpu_op_id("omnireduce.aggregate");
+      comm::ChargedWork work(comm, op, static_cast<double>(count * B),
+                             static_cast<double>(received.size()));
       std::vector<float> buffer;
       std::vector<std::uint8_t> present;
       omnireduce_aggregate<Index>(received, recv_counts, first, count, B, buffer, present);
@@ -85,6 +92,8 @@ class OmnireduceScheme final : public SchemeBase<OmnireduceScheme> {
       PhaseScope phase(comm, out.stats, "pull");
       std::vector<std::size_t> counts;
       const auto all = comm.allgatherv<std::uint8_t>(summed, &counts);
+      static const auto op = comm::cpu_op_id("omnireduce.decode");
+      comm::ChargedWork work(comm, op, static_cast<double>(M), static_cast<double>(all.size()));
       out.dense_form = true;
       omnireduce_decode_pull<Index>(all, counts, M, B, out.dense);
     }

@@ -3,6 +3,7 @@
 // summed COO. Skew (hot indices are small ids) makes the first range's server the bottleneck.
 // Cost: Zen's Eq. 1 multiplied by the skew s of the aggregated load: s · (n-1)/n · (γ_n+1)·d·M·8 /
 // b.
+#include "atoll/comm/charged_work.h"
 #include "common.h"
 #include "received_entries.h"
 #include "schemes.h"
@@ -30,6 +31,8 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
     std::vector<std::size_t> send_counts(n);
     {
       PhaseScope phase(comm, out.stats, "partition");
+      static const auto op = comm::cpu_op_id("sparse_ps.partition");
+      comm::ChargedWork work(comm, op, static_cast<double>(grad.nnz()));
       // Sorted indices: each range's entries are a contiguous slice.
       std::size_t begin = 0;
       for (std::uint32_t r = 0; r < n; ++r) {
@@ -50,12 +53,18 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
       for (auto c : recv_counts) total += c;
       received.resize(total);
       comm.alltoallv<Entry<Index>>(entries, send_counts, received, recv_counts);
+      static const auto op = comm::cpu_op_id("sparse_ps.check_push");
+      comm::ChargedWork work(comm, op, static_cast<double>(received.size()));
       sparse_ps_check_push<Index>(M, n, rank, received, recv_counts);
       out.stats.push_load_bytes = (total - recv_counts[rank]) * sizeof(Entry<Index>);
     }
     std::vector<Entry<Index>> summed;
     {
       PhaseScope phase(comm, out.stats, "aggregate");
+      static const auto op = comm::cpu_op_id("sparse_ps.aggregate");
+      comm::ChargedWork work(
+          comm, op, static_cast<double>(received.size()),
+          4.0 * static_cast<double>(range_begin(M, n, rank + 1) - range_begin(M, n, rank)));
       std::vector<Index> idx;
       std::vector<float> val;
       sum_own_range<Index>(received, M, n, rank, idx, val);
@@ -67,6 +76,8 @@ class SparsePsScheme final : public SchemeBase<SparsePsScheme> {
       std::vector<std::size_t> counts;
       const auto all = comm.allgatherv<Entry<Index>>(summed, &counts);
       // Ranges are in rank order, so the concatenation is sorted.
+      static const auto op = comm::cpu_op_id("sparse_ps.decode");
+      comm::ChargedWork work(comm, op, static_cast<double>(all.size()));
       sparse_ps_check_pull<Index>(M, all, counts);
       out.dense_form = false;
       out.sparse.elements = M;

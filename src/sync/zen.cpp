@@ -20,7 +20,9 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <optional>
 
+#include "atoll/comm/charged_work.h"
 #include "atoll/sync/zen_partition.h"
 #include "atoll/util/fault_point.h"
 #include "common.h"
@@ -36,7 +38,15 @@ constexpr std::uint32_t kZenPullChunks = 8;
 class ZenScheme final : public SchemeBase<ZenScheme> {
  public:
   ZenScheme(const SchemeOptions& o, std::string name, PullCoding coding)
-      : seed_(o.hash_seed), name_(std::move(name)), coding_(coding) {
+      : seed_(o.hash_seed),
+        name_(std::move(name)),
+        coding_(coding),
+        op_partition_(comm::cpu_op_id(name_ + ".partition")),
+        op_check_push_(comm::cpu_op_id(name_ + ".check_push")),
+        op_aggregate_(comm::cpu_op_id(name_ + ".aggregate")),
+        op_plan_(comm::cpu_op_id(name_ + ".plan")),
+        op_encode_(comm::cpu_op_id(name_ + ".encode")),
+        op_decode_(comm::cpu_op_id(name_ + ".decode")) {
     if (o.zen_force_elias_fano)
       coding_ = PullCoding::elias_fano;
     else if (!o.zen_allow_bitmap)
@@ -66,6 +76,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     HashPartition<Index>& part = sc.part;
     {
       PhaseScope phase(comm, out.stats, "partition");
+      comm::ChargedWork work(comm, op_partition_, static_cast<double>(grad.nnz()));
       zen_partition(grad, layout_, part);
     }
     std::vector<Entry<Index>>& received = sc.received;
@@ -76,6 +87,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       for (auto c : recv_counts) total += c;
       received.resize(total);
       comm.alltoallv<Entry<Index>>(part.entries, part.counts, received, recv_counts);
+      comm::ChargedWork work(comm, op_check_push_, static_cast<double>(received.size()));
       zen_check_push<Index>(layout_, rank, received, recv_counts);
       out.stats.push_load_bytes = (total - recv_counts[rank]) * sizeof(Entry<Index>);
     }
@@ -86,6 +98,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     const std::size_t H = sc.buckets.size() - 1;
     {
       PhaseScope phase(comm, out.stats, "aggregate");
+      comm::ChargedWork work(comm, op_aggregate_, static_cast<double>(received.size()),
+                             4.0 * static_cast<double>(layout_.slot_count(rank)));
       zen_aggregate<Index>(layout_, rank, received, sc.buckets, sc.sums);
     }
     // Pull, pipelined in chunks of the index space: one small allgather of every server's
@@ -100,6 +114,10 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     std::vector<std::uint64_t> mine(sc.sums.bucket_nnz);
     mine.push_back(static_cast<std::uint64_t>(coding_));
     const auto reported = comm.allgather_each<std::uint64_t>(mine);
+    // The pull's bookkeeping (chunk bounds, block sizes, the result's buffers): charged as "plan"
+    // with the non-zeros it sizes and the counts it reads.
+    std::optional<comm::ChargedWork> plan(std::in_place, comm, op_plan_, 0,
+                                          8.0 * static_cast<double>(reported.size()));
     std::vector<std::uint64_t> bucket_nnz(std::size_t{n} * H);
     for (std::uint32_t j = 0; j < n; ++j)
       std::copy_n(reported.begin() + j * (H + 1), H, bucket_nnz.begin() + j * H);
@@ -117,6 +135,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
     std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
     std::vector<std::size_t> slot_begin(chunks + 1);  // this server's slots per chunk
+    std::vector<std::uint64_t> my_nnz(chunks, 0);     // and its non-zeros per chunk
     std::uint64_t total = 0;
     {
       std::size_t b = 0;
@@ -131,6 +150,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
               kZenGranule;
           counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_coding(j));
           chunk_begin[p + 1] += counts[p][j];
+          if (j == rank) my_nnz[p] = nnz[j];
           total += nnz[j];
         }
       }
@@ -154,6 +174,9 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     auto post = [&](std::uint32_t p) {
       const double t0 = comm.wtime();
       block_begin[p] = sc.block.size();
+      std::optional<comm::ChargedWork> work(
+          std::in_place, comm, op_encode_, static_cast<double>(my_nnz[p]),
+          4.0 * static_cast<double>(slot_begin[p + 1] - slot_begin[p]));
       const std::size_t bytes = zen_encode_pull_chunk<Index>(layout_, rank, sc.sums, slot_begin[p],
                                                              slot_begin[p + 1], coding_, sc.block);
       if (bytes != counts[p][rank]) {
@@ -164,6 +187,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
             p, bytes, counts[p][rank]);
         comm::MpiRuntime::abort_job(70);
       }
+      work.reset();
       pull_load += bytes * (n - 1);
       encode_s += comm.wtime() - t0;
       requests[p] = comm.iallgatherv<std::uint8_t>(
@@ -179,6 +203,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     std::exception_ptr failure;  // a malformed block: finish the collectives, then throw
     // One chunk in flight ahead of the one being decoded (two in flight measured slower: they share
     // the link, so the first arrives later).
+    plan->set_size(static_cast<double>(total), 8.0 * static_cast<double>(reported.size()));
+    plan.reset();
     post(0);
     for (std::uint32_t p = 0; p < chunks; ++p) {
       comm.wait(requests[p]);
@@ -189,12 +215,16 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       };
       const double t0 = comm.wtime();
       try {
+        const std::size_t chunk_bytes = chunk_begin[p + 1] - chunk_begin[p];
+        comm::ChargedWork work(comm, op_decode_, 0, static_cast<double>(chunk_bytes));
+        const std::size_t before = pos;
         pos += zen_decode_pull_chunk<Index>(
             layout_, bounds[p], bounds[p + 1],
             std::span<const std::uint8_t>(sc.all.data() + chunk_begin[p],
                                           chunk_begin[p + 1] - chunk_begin[p]),
             counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos, total - pos,
             progress_next);
+        work.set_size(static_cast<double>(pos - before), static_cast<double>(chunk_bytes));
       } catch (...) {
         failure = std::current_exception();
       }
@@ -238,6 +268,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   std::uint64_t seed_;
   std::string name_;
   PullCoding coding_;
+  std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,
+      op_decode_;  // cpu_costs.h
   HashLayout layout_;
   Scratch<std::uint32_t> scratch32_;
   Scratch<std::uint64_t> scratch64_;

@@ -43,6 +43,20 @@ expect_error() {
 expect_error density-2 "density must be in \[0, 1\]" bench sync --density 2
 expect_error elements-0 "elements must be positive" bench sync --elements 0
 expect_error unknown-scheme "unknown scheme 'nope'" bench sync --schemes zen,nope
+# A table recorded under Open MPI (record mode measures; only SMPI can charge from a table).
+if ! timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 1000 --repeat 1 \
+  --cpu-cost-record "$tmp/costs.json" >/dev/null 2>&1 || [ ! -s "$tmp/costs.json" ]; then
+  echo "FAIL cpu-cost-record: no table written"; failures=$((failures + 1))
+fi
+expect_error cpu-cost-real-mpi "cpu cost table charges simulated time" bench sync --elements 1000 \
+  --cpu-cost "$tmp/costs.json"
+expect_error cpu-cost-missing "--cpu-cost: .*nope.json" bench sync --cpu-cost "$tmp/nope.json"
+expect_error cpu-cost-both "--cpu-cost and --cpu-cost-record exclude each other" bench sync \
+  --cpu-cost "$tmp/costs.json" --cpu-cost-record "$tmp/rec.json"
+echo '{"format": "atoll-cpu-costs", "version": 1, "ops": {"zen.partition": {"ns_per_call": -1}}}' \
+  >"$tmp/bad-costs.json"
+expect_error cpu-cost-negative "bad-costs.json: operation 'zen.partition': ns_per_call = -1" \
+  bench sync --cpu-cost "$tmp/bad-costs.json"
 expect_error index-oob "out of range: must be < M = 1000" bench sync --trace "$tmp/index_oob"
 expect_error m-differ "disagree on M" bench sync --trace "$tmp/m_differ"
 expect_error truncated "truncated" bench sync --trace "$tmp/truncated"

@@ -36,6 +36,10 @@ struct BenchSyncOptions {
   // kill:RANK:PHASE:STEP or stop:RANK:PHASE:STEP: rank RANK raises SIGKILL / SIGSTOP at the
   // scheme phase PHASE of timed repetition STEP (1-based; the kill matrix, docs/reliability.md).
   std::string inject_fault;
+  // Simulated CPU time (cpu_costs.h): charge the schemes' computation from this table (SMPI
+  // only) instead of measuring it; or measure it and merge the samples into this table.
+  std::string cpu_cost_file;
+  std::string cpu_cost_record;
 };
 int bench_sync(comm::Communicator& comm, const BenchSyncOptions& options);
 

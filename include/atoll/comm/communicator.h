@@ -69,6 +69,7 @@ struct TrafficCounters {
 };
 
 class Communicator;
+struct CpuCharging;  // cpu_costs.h
 
 // A non-blocking operation in flight (iallgatherv, iallgather, ireduce_scatter, iallreduce). It
 // owns what the operation needs until it completes: the MPI requests of its current stage, any
@@ -307,6 +308,14 @@ class Communicator {
   static bool simulated();
   void fixed_compute_begin();
   void fixed_compute_end(double seconds);
+  // How computation marked by ChargedWork is charged (cpu_costs.h, charged_work.h): measured
+  // (nullptr or mode measured, the default), recorded or charged from a table. Shared with the
+  // sub-communicators made after it is set. Local, but every rank must set the same mode. A
+  // table needs SMPI (std::invalid_argument otherwise): it switches SMPI's measuring of
+  // computation off for the whole simulation (smpi/simulate-computation:no, cpu-threshold 0),
+  // so only ChargedWork sections and fixed_compute_end() advance a rank's clock.
+  void set_cpu_charging(std::shared_ptr<CpuCharging> charging);
+  CpuCharging* cpu_charging() const { return cpu_charging_.get(); }
   // Experiments (stragglers, stalls): this rank is busy `seconds` longer: charged to the
   // simulated clock under SMPI, slept under real MPI.
   void delay(double seconds);
@@ -352,6 +361,7 @@ class Communicator {
   int size_ = 1;
   int ranks_on_node_ = 1;
   TrafficCounters traffic_;
+  std::shared_ptr<CpuCharging> cpu_charging_;
 };
 
 // RAII owner of the MPI runtime (MPI_Init / MPI_Finalize). Create one in main, before any

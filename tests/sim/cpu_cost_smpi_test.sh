@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Simulated CPU time from a cost table (issue 18 item 8), under scripts/simulate at 8 ranks:
+# - `--cpu-cost-record` at two densities writes one table with samples for every scheme step;
+# - two runs charged from that table give the same simulated time for every scheme (to 1e-9,
+#   relative), results still verified;
+# - a table that costs 1 ms per call of zen.partition and nothing else: zen's partition phase is
+#   charged exactly 1 ms (the section's real time is not measured).
+# usage: cpu_cost_smpi_test.sh SIMULATE_SCRIPT
+set -uo pipefail
+simulate=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL $*"; exit 1; }
+bench() { timeout 300 "$simulate" cluster-16x25g 8 -- bench sync --elements 50000 \
+  --values integer --repeat 2 "$@"; }
+
+for d in 0.01 0.05; do
+  bench --schemes all --density "$d" --cpu-cost-record "$tmp/costs.json" >"$tmp/rec.log" 2>&1 ||
+    { cat "$tmp/rec.log"; fail "recording at density $d"; }
+done
+python3 - "$tmp/costs.json" <<'PY' || fail "recorded table"
+import json, sys
+t = json.load(open(sys.argv[1]))
+assert len(t["calibrations"]) == 2, t["calibrations"]
+empty = [k for k, v in t["ops"].items() if v["samples"][0] == 0]
+assert empty == ["auto.profile"], f"operations without samples: {empty}"
+slow = [k for k, v in t["ops"].items() if v["ns_per_call"] + v["ns_per_item"] + v["ns_per_byte"] <= 0]
+assert slow == ["auto.profile"], f"operations with no cost: {slow}"
+print(f"ok   recorded {len(t['ops'])} operations")
+PY
+
+for run in 1 2; do
+  bench --schemes all --density 0.01 --verify --json --cpu-cost "$tmp/costs.json" >"$tmp/run$run.jsonl" \
+    2>"$tmp/run$run.err" || { cat "$tmp/run$run.err"; fail "table run $run"; }
+done
+python3 - "$tmp/run1.jsonl" "$tmp/run2.jsonl" <<'PY' || fail "table runs differ"
+import json, sys
+runs = [[json.loads(l) for l in open(f) if l.startswith("{")] for f in sys.argv[1:]]
+a, b = ({r["scheme"]: r["time_s"] for r in run} for run in runs)
+# Equal up to the simulator's floating-point rounding (SimGrid's solver sums in an order that
+# can differ between runs: 2e-19 s seen).
+assert len(a) == 9 and a.keys() == b.keys(), f"{a} vs {b}"
+assert all(abs(a[s] - b[s]) <= 1e-9 * a[s] for s in a), f"{a} vs {b}"
+assert all(r["verified"] and r["cpu_charge"] == "table" for run in runs for r in run)
+print("ok   two table runs: the same times for " + ", ".join(f"{k} {1e3*v:.3f} ms" for k, v in a.items()))
+PY
+
+python3 - "$tmp/costs.json" "$tmp/hand.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+for name, op in t["ops"].items():
+    op.update(ns_per_call=1e6 if name == "zen.partition" else 0, ns_per_item=0, ns_per_byte=0)
+json.dump(t, open(sys.argv[2], "w"))
+PY
+bench --schemes zen --density 0.01 --json --cpu-cost "$tmp/hand.json" >"$tmp/hand.jsonl" \
+  2>"$tmp/hand.err" || { cat "$tmp/hand.err"; fail "hand-made table"; }
+python3 - "$tmp/hand.jsonl" <<'PY' || fail "charge from the hand-made table"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][0]
+p = r["phase_time_s"]["partition"]
+assert abs(p - 1e-3) < 1e-6, f"partition charged {p} s, expected 0.001"
+assert r["time_s"] >= 1e-3, r["time_s"]
+print(f"ok   zen.partition charged {1e3*p:.6f} ms from the table")
+PY
