@@ -125,7 +125,7 @@ void CpuCostTable::merge(const std::vector<CpuCostSamples>& more, const std::str
 std::vector<std::string> CpuCostTable::unmeasured() const {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < samples.size(); ++i)
-    if (samples[i].count() == 0) out.push_back(cpu_ops()[i]);
+    if (samples[i].empty()) out.push_back(cpu_ops()[i]);
   return out;
 }
 
@@ -146,15 +146,17 @@ double cost_field(const nlohmann::json& op, const std::string& file, const std::
 }  // namespace
 
 CpuCostTable CpuCostTable::load(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  const auto bytes = util::read_file(path);
+  return parse(util::read_file(path), path.string());
+}
+
+CpuCostTable CpuCostTable::parse(std::span<const std::uint8_t> bytes, const std::string& file) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(bytes.begin(), bytes.end());
   } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error(fmt::format("{}: not JSON: {}", file, e.what()));
   }
-  if (!j.is_object() || j.value("format", "") != "atoll-cpu-costs")
+  if (!j.is_object() || !j.contains("format") || j["format"] != "atoll-cpu-costs")
     throw std::runtime_error(
         fmt::format("{}: not an atoll cpu cost table (\"format\" must be "
                     "\"atoll-cpu-costs\")",

@@ -215,8 +215,11 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       };
       const double t0 = comm.wtime();
       try {
-        const std::size_t chunk_bytes = chunk_begin[p + 1] - chunk_begin[p];
-        comm::ChargedWork work(comm, op_decode_, 0, static_cast<double>(chunk_bytes));
+        // Charged by the non-zeros written and the chunk's index range in bitmap bytes (what a
+        // bitmap walk scans); not by the bytes received, fewer per non-zero in the codings that
+        // cost more to decode (Elias-Fano).
+        const double range_bytes = static_cast<double>(bounds[p + 1] - bounds[p]) * kZenGranule / 8;
+        comm::ChargedWork work(comm, op_decode_, 0, range_bytes);
         const std::size_t before = pos;
         pos += zen_decode_pull_chunk<Index>(
             layout_, bounds[p], bounds[p + 1],
@@ -224,7 +227,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
                                           chunk_begin[p + 1] - chunk_begin[p]),
             counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos, total - pos,
             progress_next);
-        work.set_size(static_cast<double>(pos - before), static_cast<double>(chunk_bytes));
+        work.set_size(static_cast<double>(pos - before), range_bytes);
       } catch (...) {
         failure = std::current_exception();
       }

@@ -35,7 +35,7 @@ TEST(CpuCosts, FitKeepsEveryCoefficientNonNegative) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> noise(-1e-9, 1e-9);
   for (int i = 1; i <= 40; ++i) {
-    const double items = 100.0 * i;
+    const double items = 1000.0 * i;
     s.add(items, 0, 1e-9 * (3 * items - 50) + noise(rng));
   }
   const auto c = fit_cpu_cost(s);

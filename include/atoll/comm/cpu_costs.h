@@ -13,7 +13,9 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,14 +33,15 @@ struct CpuCost {
 };
 
 // The sufficient statistics of one operation's measured samples (x = items, b = bytes,
-// y = seconds): they add up, so ranks and calibration runs merge by summing.
+// y = seconds): they add up, so ranks and calibration runs merge by summing. (A fit on relative
+// errors, weights 1/y², was tried: it ranked zen_ef ahead of zen at 25 Gbit/s, against measured
+// time; docs/results/cpu-costs.md.)
 struct CpuCostSamples {
   static constexpr std::size_t kFields = 10;
   std::array<double, kFields> s{};  // n, Σx, Σb, Σy, Σxx, Σxb, Σbb, Σxy, Σby, Σyy
   void add(double items, double bytes, double seconds);
   void merge(const CpuCostSamples& other);
-  double count() const { return s[0]; }
-  double seconds() const { return s[3]; }
+  bool empty() const { return s[0] == 0; }
 };
 
 // The least-squares cost with every coefficient >= 0: of the fits over each subset of
@@ -69,6 +72,8 @@ struct CpuCostTable {
   // the file and the field, anything else: another format or version, an operation it does not
   // know or one missing, a cost that is negative or not finite, samples of the wrong length.
   static CpuCostTable load(const std::filesystem::path& file);
+  // The same from the file's bytes (`file` names it in errors).
+  static CpuCostTable parse(std::span<const std::uint8_t> bytes, const std::string& file);
   void save(const std::filesystem::path& file) const;  // atomically
 };
 
