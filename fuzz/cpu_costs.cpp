@@ -1,11 +1,13 @@
 // CPU cost tables (`bench sync --cpu-cost FILE`, include/atoll/comm/cpu_costs.h): JSON whose
 // operations, costs and samples are validated; an accepted table must save and load back equal.
+#include "atoll/comm/cpu_costs.h"
+
+#include <unistd.h>
+
 #include <filesystem>
 #include <span>
 #include <stdexcept>
 #include <string>
-
-#include "atoll/comm/cpu_costs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using atl::comm::CpuCostTable;

@@ -1,6 +1,7 @@
 #include "atoll/comm/cpu_costs.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
