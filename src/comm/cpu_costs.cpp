@@ -153,7 +153,7 @@ CpuCostTable CpuCostTable::parse(std::span<const std::uint8_t> bytes, const std:
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
     throw std::runtime_error(fmt::format("{}: not JSON: {}", file, e.what()));
   }
   if (!j.is_object() || !j.contains("format") || j["format"] != "atoll-cpu-costs")

@@ -115,6 +115,9 @@ TEST_F(CpuCostFile, SavesAndLoadsEveryOperation) {
 TEST_F(CpuCostFile, RefusesWhatIsNotATable) {
   expect_refused(dir / "absent.json", "absent.json");
   expect_refused(write("text.json", "ns 1 2 3"), "not JSON");
+  // Found by fuzz target cpu_costs: nlohmann throws out_of_range, not parse_error, for this.
+  expect_refused(write("overflow.json", R"({"format": "atoll-cpu-costs", "x": 8.8e+166397})"),
+                 "not JSON");
   expect_refused(write("other.json", R"({"format": "other", "version": 1, "ops": {}})"),
                  "not an atoll cpu cost table");
   expect_refused(write("v2.json", R"({"format": "atoll-cpu-costs", "version": 2, "ops": {}})"),
