@@ -860,6 +860,20 @@ void Communicator::progress(Request& request) {
 #endif
 }
 
+void Communicator::advance_stages() {
+  if (impl_->in_flight.empty()) return;
+#ifdef ATOLL_SMPI
+  simgrid::config::set_value<double>("smpi/test", 0.0);  // see the header
+#endif
+  const char* call = nullptr;
+  const Request::State* failed = nullptr;
+  const int rc = Request::State::advance(impl_->in_flight, nullptr, Request::State::Until::one_pass,
+                                         call, failed);
+  if (rc != MPI_SUCCESS) {
+    impl_->check(rc, rank_, with_op(call, failed ? failed->op : "advance_stages").c_str());
+  }
+}
+
 void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_each) {
   const WatchedCall watched("alltoall", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);

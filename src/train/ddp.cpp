@@ -12,6 +12,7 @@ DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& c
       world_rank_(world_rank),
       reduce_scatter_(reduce_scatter),
       across_(across),
+      overlap_(cfg.backward_overlap && !reduce_scatter && engine.dense_sync->overlaps()),
       E_(cfg.model.d_embed),
       scheme_(sync::make_scheme(cfg.sync)),
       dense_scheme_(sync::make_scheme(cfg.sync)),
@@ -31,7 +32,8 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   const int bad = first_nonfinite(engine_, local.values);
   timer.start("wait");
   nonfinite_ = agree_nonfinite(comm, engine_, bad, world_rank_);
-  if (nonfinite_) {  // every rank skips (or fails) together; nothing non-finite is sent
+  if (nonfinite_) {  // every rank skips (or fails) together; nothing more is sent
+    if (overlap_) engine_.dense_sync->discard(comm);
     result_ = {};
     mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
     return {};
@@ -53,6 +55,8 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   util::fault_point("dense_sync");  // --inject-fault kill/stop
   if (reduce_scatter_ && engine_.sharded) {
     engine_.sharded->reduce_scatter_grads(1.0 / world, across_);
+  } else if (overlap_) {
+    engine_.dense_sync->finish(comm, timeline_, step);
   } else {
     engine_.dense_sync->run(comm, *dense_scheme_);
   }

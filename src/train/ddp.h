@@ -18,6 +18,7 @@
 #include "nonfinite.h"
 #include "scheme_comparison.h"
 #include "step_timer.h"
+#include "timeline.h"
 
 namespace atl::train {
 
@@ -33,12 +34,24 @@ class DataParallel {
   DataParallel(comm::Communicator& comm, const TrainConfig& config, Engine& engine, int world_rank,
                bool reduce_scatter = false, comm::Communicator* across = nullptr);
 
+  // Whether the dense gradients' sums overlap the backward pass (--no-backward-overlap off; not
+  // with --topk or sharded parameters): the caller then calls post_unit as each unit's backward
+  // ends (the trainer's LayerEvents does), and synchronize() waits for them.
+  bool overlaps_backward() const { return overlap_; }
+  // Collective: posts unit `unit`'s dense gradient sum (every rank, the same units in the same
+  // order, on the communicator later passed to synchronize).
+  void post_unit(comm::Communicator& comm, int unit) { engine_.dense_sync->post_unit(comm, unit); }
+  // --timeline: the overlapped dense sums' sync events (posted, wait, done) per unit.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+
   // One step's synchronization after the backward pass (collective), timed as the phases "wait",
   // "compare", "embedding_sync", "rows", "dense_sync": the embedding gradient `local` summed and
-  // averaged into rows, the dense gradients averaged in place. Returns the rows; `mean_loss`
-  // receives the mean of the ranks' `loss`. The ranks first agree whether any gradient holds a
-  // NaN or an infinity (nonfinite.h; the allreduce is the step's barrier): if so nothing is
-  // synchronized, no rank may take the optimizer step, and nonfinite() names the rank and tensor.
+  // averaged into rows, the dense gradients averaged in place (with the overlap: the sums posted
+  // during the backward pass waited for, the units not posted yet posted first). Returns the
+  // rows; `mean_loss` receives the mean of the ranks' `loss`. The ranks first agree whether any
+  // gradient holds a NaN or an infinity (nonfinite.h; the allreduce is the step's barrier): if so
+  // nothing more is synchronized (dense sums already posted complete and are discarded), no rank
+  // may take the optimizer step, and nonfinite() names the rank and tensor.
   RowGradient synchronize(comm::Communicator& comm, StepTimer& timer, int step,
                           const sparse::SparseGradient<Index>& local, double loss,
                           double& mean_loss);
@@ -53,6 +66,8 @@ class DataParallel {
   int world_rank_;
   bool reduce_scatter_;
   comm::Communicator* across_;
+  bool overlap_;
+  Timeline* timeline_ = nullptr;
   std::int64_t E_;
   std::unique_ptr<sync::SyncScheme> scheme_, dense_scheme_;  // the top-k path has its own buffers
   SchemeComparison<Index> comparison_;

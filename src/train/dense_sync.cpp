@@ -1,6 +1,7 @@
 #include "dense_sync.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace atl::train {
 
@@ -33,6 +34,72 @@ void DenseSync::run(comm::Communicator& comm, sync::SyncScheme& scheme) {
     }
   }
   flat_params_.scatter_grads(flat_, 1.0f / static_cast<float>(comm.size()));
+}
+
+void DenseSync::set_units(const std::vector<int>& unit_of_param) {
+  const auto& params = flat_params_.params();
+  if (unit_of_param.size() != params.size()) {
+    throw std::invalid_argument("DenseSync: one unit per parameter");
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  std::vector<bool> closed;
+  std::size_t off = 0;
+  int last = -1;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const int u = unit_of_param[k];
+    if (u < 0) throw std::invalid_argument("DenseSync: negative unit");
+    if (static_cast<std::size_t>(u) >= ranges.size()) {
+      ranges.resize(static_cast<std::size_t>(u) + 1, {0, 0});
+      closed.resize(ranges.size(), false);
+    }
+    auto& r = ranges[static_cast<std::size_t>(u)];
+    if (u != last) {
+      if (closed[static_cast<std::size_t>(u)]) {
+        throw std::invalid_argument("DenseSync: a unit's parameters are not consecutive");
+      }
+      if (last >= 0) closed[static_cast<std::size_t>(last)] = true;
+      r = {off, off};
+      last = u;
+    }
+    off += static_cast<std::size_t>(params[k].numel());
+    r.second = off;
+  }
+  unit_ranges_ = std::move(ranges);
+}
+
+void DenseSync::post_unit(comm::Communicator& comm, int unit) {
+  if (!overlaps()) throw std::logic_error("DenseSync::post_unit without units (or with top-k)");
+  comm.advance_stages();  // the units posted before move on to their second stage
+  if (unit < 0 || static_cast<std::size_t>(unit) >= unit_ranges_.size()) return;
+  const auto [begin, end] = unit_ranges_[static_cast<std::size_t>(unit)];
+  if (begin == end) return;
+  for (const auto& p : posted_)
+    if (p.unit == unit) return;
+  flat_params_.gather_grads_range(flat_, begin, end);
+  Posted p{unit, comm.wtime(), {}};
+  for (std::size_t b = begin; b < end; b += bucket_elements_) {
+    p.requests.push_back(
+        comm.iallreduce(std::span<float>(flat_.data() + b, std::min(bucket_elements_, end - b)),
+                        comm::ReduceOp::sum));
+  }
+  posted_.push_back(std::move(p));
+}
+
+void DenseSync::finish(comm::Communicator& comm, Timeline* timeline, int step) {
+  for (int u = static_cast<int>(unit_ranges_.size()) - 1; u >= 0; --u) post_unit(comm, u);
+  for (auto& p : posted_) {
+    const double wait = comm.wtime();
+    for (auto& r : p.requests) comm.wait(r);
+    if (timeline) timeline->record(step, Timeline::Kind::sync, p.unit, p.at, wait, comm.wtime());
+  }
+  posted_.clear();
+  flat_params_.scatter_grads(flat_, 1.0f / static_cast<float>(comm.size()));
+}
+
+void DenseSync::discard(comm::Communicator& comm) {
+  for (auto& p : posted_)
+    for (auto& r : p.requests) comm.wait(r);
+  posted_.clear();
 }
 
 }  // namespace atl::train

@@ -30,18 +30,31 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
       if (any) add_row(row, [&](float* dst) { std::copy(src, src + E, dst); });
     }
   } else {
+    // One pass in index order: a row's entries are consecutive (the result is sorted), found by
+    // comparing with the row's end instead of dividing every index; each value scaled as it is
+    // placed (the same product as add_row's), a row of zeros dropped as add_row drops it.
     const auto& idx = result.sparse.indices;
     const auto& val = result.sparse.values;
+    const std::size_t n = idx.size();
+    const auto e = static_cast<std::uint64_t>(E);
+    out.values.reserve(n + static_cast<std::size_t>(E));  // rows are mostly whole
     std::size_t k = 0;
-    while (k < idx.size()) {
-      const auto row = static_cast<std::int64_t>(idx[k] / static_cast<Index>(E));
-      std::size_t end = k;
-      while (end < idx.size() && static_cast<std::int64_t>(idx[end] / static_cast<Index>(E)) == row)
-        ++end;
-      add_row(row, [&](float* dst) {
-        for (std::size_t q = k; q < end; ++q) dst[idx[q] - static_cast<Index>(row * E)] = val[q];
-      });
-      k = end;
+    while (k < n) {
+      const std::uint64_t row = static_cast<std::uint64_t>(idx[k]) / e, base = row * e;
+      const std::uint64_t row_end = base + e;
+      const std::size_t at = out.values.size();
+      out.values.resize(at + static_cast<std::size_t>(E), 0.0f);
+      float* dst = out.values.data() + at;
+      bool any = false;
+      for (; k < n && static_cast<std::uint64_t>(idx[k]) < row_end; ++k) {
+        dst[static_cast<std::uint64_t>(idx[k]) - base] = val[k] * fs;
+        any |= val[k] != 0.0f;
+      }
+      if (any) {
+        out.rows.push_back(static_cast<std::int64_t>(row));
+      } else {
+        out.values.resize(at);
+      }
     }
   }
   return out;

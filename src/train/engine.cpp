@@ -25,6 +25,9 @@ Engine::Engine(comm::Communicator& comm, const TrainConfig& cfg)
   dense_opt = dense_optimizer(cfg, dense, std::move(decay), std::move(no_decay));
   if (cfg.optimizer != "sgd") embed_opt = std::make_unique<LazyAdamW>(embedding);
   dense_sync = std::make_unique<DenseSync>(dense, cfg.bucket_bytes, cfg.topk);
+  std::vector<int> units;
+  for (const auto& name : dense_names) units.push_back(unit_of(name, cfg.model.layers));
+  dense_sync->set_units(units);
 }
 
 Engine::~Engine() = default;

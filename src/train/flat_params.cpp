@@ -14,15 +14,22 @@ FlatParams::FlatParams(std::vector<torch::Tensor> params) : params_(std::move(pa
   for (const auto& p : params_) total_ += static_cast<std::size_t>(p.numel());
 }
 
-void FlatParams::gather_grads(std::span<float> flat) const {
+void FlatParams::gather_grads(std::span<float> flat) const { gather_grads_range(flat, 0, total_); }
+
+void FlatParams::gather_grads_range(std::span<float> flat, std::size_t begin,
+                                    std::size_t end) const {
   check_size(flat.size(), total_);
   std::size_t off = 0;
   for (const auto& p : params_) {
     const auto n = static_cast<std::size_t>(p.numel());
-    if (p.grad().defined()) {
+    const bool inside = off >= begin && off + n <= end;
+    if (!inside && off < end && off + n > begin) {
+      throw std::invalid_argument("FlatParams: range cuts a parameter");
+    }
+    if (inside && p.grad().defined()) {
       auto g = p.grad().contiguous();
       std::copy(g.data_ptr<float>(), g.data_ptr<float>() + n, flat.data() + off);
-    } else {
+    } else if (inside) {
       std::fill(flat.data() + off, flat.data() + off + n, 0.0f);  // unused on this rank
     }
     off += n;

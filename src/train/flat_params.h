@@ -19,6 +19,9 @@ class FlatParams {
   // Gradients into `flat` (elements() floats); a parameter without a gradient on this rank
   // contributes zeros.
   void gather_grads(std::span<float> flat) const;
+  // Only the gradients of the parameters in [begin, end) of the flat view (whole parameters: a
+  // range that cuts one throws std::invalid_argument); the rest of `flat` is left alone.
+  void gather_grads_range(std::span<float> flat, std::size_t begin, std::size_t end) const;
   // `flat` × scale becomes every parameter's gradient (allocated where missing).
   void scatter_grads(std::span<const float> flat, float scale) const;
   // Parameter values into / from `flat`.

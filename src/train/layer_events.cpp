@@ -77,7 +77,7 @@ void LayerEvents::begin_backward() {
   leave(0);
   backward_begin_ = now();
   backward_host_begin_ = host_seconds();
-  enter();
+  comm_.fixed_compute_begin();  // SMPI: the backward is charged unit by unit in end_step
 }
 
 // Inside autograd: no MPI, no simulated time (see the header).
@@ -90,15 +90,22 @@ void LayerEvents::end_step() {
   double t = backward_begin_, host = backward_host_begin_;
   for (int u = static_cast<int>(weights_.size()) - 1; u >= 0; --u) {
     const double host_u = backward_host_end_[u] < 0 ? host_end : backward_host_end_[u];
-    const double charge = sim_compute_s_ * weights_[u] * 2 / 3;
-    leave(charge);
-    const double end = sim_compute_s_ > 0 ? t + charge : t + std::max(0.0, host_u - host);
+    const double charge =
+        sim_compute_s_ > 0 ? sim_compute_s_ * weights_[u] * 2 / 3 : std::max(0.0, host_u - host);
+    comm_.fixed_compute_end(charge);
+    const double end = t + charge;
     if (timeline_) timeline_->record(step_, Timeline::Kind::backward, u, t, t, end);
-    t = end;
+    if (sync_.after_backward) {
+      if (timer_) timer_->start("dense_sync");
+      sync_.after_backward(u);
+      if (timer_) timer_->start("model");
+    }
+    // SMPI: the posts' own time moves the next units (the engine clock follows the charges).
+    t = sync_.after_backward && comm::Communicator::simulated() ? now() : end;
     host = std::max(host, host_u);
-    enter();
+    comm_.fixed_compute_begin();
   }
-  leave(0);
+  comm_.fixed_compute_end(0);
 }
 
 }  // namespace atl::train

@@ -6,13 +6,20 @@
 //   is charged S/3·w_u and its backward 2S/3·w_u of simulated time at its end (w_u: its share of
 //   the dense parameters, which sets its matrix-multiply work; the embedding lookup is free), so a
 //   transfer posted before a unit's compute really runs during it. Without S, SMPI charges the
-//   measured compute at the next MPI call, which the sync work at each boundary provides.
+//   measured forward compute at the next MPI call, which the sync work at each boundary provides,
+//   and each backward unit its measured host duration.
+// - DDP's overlap: after each unit's backward (charged), the step's after_backward(u) posts that
+//   unit's dense gradient sum, so under SMPI it travels during the backward of the units below.
 // - --timeline: each unit's forward and backward interval on this rank.
 // The backward pass runs inside LibTorch's autograd engine, whose thread-local state must not see
 // another simulated rank: SMPI runs all ranks in one thread and switches between them inside
 // every MPI call, so the backward hooks only note the host time; end_step() charges the backward
 // units one by one afterwards (nothing waits during the backward, so its simulated time is the
-// same) and places them on the timeline by their charge (fixed) or host duration (measured).
+// same, and what is posted after a unit's charge travels during the next units' charges) and
+// places them on the timeline by their charge (fixed) or host duration (measured). Under Open MPI
+// the posts therefore come after the whole backward pass (LibTorch's backward may run hooks on its
+// own threads; atoll's MPI calls stay on the main thread): there they overlap the embedding's sync
+// and the steps after it, not the backward pass.
 // Private to src/train.
 #pragma once
 
@@ -42,6 +49,8 @@ class LayerEvents : public LayerHooks {
     // The 2-D mesh with sharded parameters: unit u's parameters gathered (after before_unit),
     // timed as the phase "param_gather".
     std::function<void(int)> gather_unit;
+    // After unit u's backward (timed as the phase "dense_sync"): DDP's overlapped dense sums.
+    std::function<void(int)> after_backward;
   };
   // Starts a step's model work (with a fixed compute charge: stops measuring).
   void begin_step(int step, StepSync sync, StepTimer* timer);

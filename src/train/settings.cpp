@@ -353,6 +353,7 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"weight-temperature", c.weight_temperature},
                             {"clip", c.clip},
                             {"overlap", c.overlap},
+                            {"backward-overlap", c.backward_overlap},
                             {"sync-prefetch", c.sync_prefetch},
                             {"shard-group-size", c.shard_group_size},
                             {"shard", c.shard},

@@ -168,6 +168,7 @@ nlohmann::json step_metrics(const TrainConfig& cfg, const StepTimer& timer, cons
   // aedit's local steps: the tokens of all workers are known at rounds only.
   if (cfg.strategy != "aedit" || !f.local_step) j["tokens"] = f.step * report.tokens_per_step;
   if (f.delay_s > 0) j["delay_s"] = f.delay_s;
+  for (const auto& [name, seconds] : timer.phases()) j["phases_s"][name] = seconds;
   if (!f.local_step) {
     const auto& stats = ddp.embedding_result().stats;
     for (const auto& ph : stats.phases) j["embedding_phases_s"][ph.name] = ph.time_s;

@@ -90,7 +90,7 @@ class TrainRun {
  private:
   void begin();         // resume, the plan, the faults, the metrics, step 0's validation
   bool step(int step);  // one training step; true after the last
-  LayerEvents::StepSync step_sync();
+  LayerEvents::StepSync step_sync(bool local_step);
   // After the inner step: the model clock and meetings across sites, local SGD's sync.
   void outer_sync(int step, bool local_step, const RowGradient& rows, StepPlan& now, bool& synced,
                   std::optional<SiteTraining::Meeting>& meeting);
@@ -211,6 +211,7 @@ void TrainRun<Index>::begin() {
   }
   events_.emplace(comm_, unit_compute_weights(engine_, cfg_.model.layers), cfg_.sim_compute_s,
                   cfg_.timeline.empty() ? nullptr : &timeline_);
+  if (!cfg_.timeline.empty()) ddp_->set_timeline(&timeline_);
   if (diloco_ && !cfg_.timeline.empty()) {
     diloco_->on_sync_event([this](int unit, double posted, double wait, double end) {
       timeline_.record(current_step_, Timeline::Kind::sync, unit, posted, wait, end);
@@ -229,10 +230,13 @@ int TrainRun<Index>::run() {
 
 // The step's hooks inside the model's units: an overlapped synchronization completes unit by
 // unit inside the forward pass; under the sharded 2-D mesh each unit's parameters are gathered
-// before its compute.
+// before its compute; a synchronous step's dense sums are posted unit by unit in the backward pass.
 template <class Index>
-LayerEvents::StepSync TrainRun<Index>::step_sync() {
+LayerEvents::StepSync TrainRun<Index>::step_sync(bool local_step) {
   LayerEvents::StepSync sync;
+  if (!local_step && ddp_->overlaps_backward()) {
+    sync.after_backward = [this](int unit) { ddp_->post_unit(comm_, unit); };
+  }
   auto* diloco = diloco_;
   if (diloco && diloco->pending()) {
     sync.before_unit = [this, diloco](int unit) { diloco->before_unit(outer_, unit); };
@@ -265,7 +269,7 @@ bool TrainRun<Index>::step(int step) {
   if (sites_) sites_->begin_step(step);
   // Model work (forward, backward, optimizer): measured, or charged as --sim-compute-s per unit.
   timer_.start("model");
-  events_->begin_step(step, step_sync(), &timer_);
+  events_->begin_step(step, step_sync(local_step), &timer_);
   const auto loss = forward_backward(engine_, *events_, data_, cfg_, step, rank_);
   if (slowdown_.poisons(step)) poison_gradient(engine_);  // --inject-fault nan:RANK:STEP
   timer_.start("delay");                                  // --inject-fault straggler / stall

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
+#include "dense_sync.h"
 #include "embedding_grad.h"
 #include "embedding_rows.h"
 #include "flat_params.h"
@@ -75,6 +77,40 @@ TEST(EmbeddingRows, SparseAndDenseFormsGiveTheSameRows) {
   }
 }
 
+// Random results (partial and whole rows, rows summing to zero, index 0 and M - 1, E not a power
+// of two, both index widths): the sparse form's one-pass walk gives the dense form's rows exactly.
+template <class Index>
+void check_random_rows(std::int64_t E, std::int64_t V, double density, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  sync::SyncResult<Index> sparse_form, dense_form;
+  const auto M = static_cast<std::size_t>(E * V);
+  sparse_form.sparse.elements = M;
+  dense_form.dense_form = true;
+  dense_form.dense.assign(M, 0.0f);
+  for (std::size_t i = 0; i < M; ++i) {
+    if (i != 0 && i != M - 1 && u(rng) >= density) continue;
+    const float v = u(rng) < 0.1 ? 0.0f : static_cast<float>(u(rng) - 0.5);
+    sparse_form.sparse.indices.push_back(static_cast<Index>(i));
+    sparse_form.sparse.values.push_back(v);
+    dense_form.dense[i] = v;
+  }
+  const auto a = touched_rows(sparse_form, E, 1.0 / 3), b = touched_rows(dense_form, E, 1.0 / 3);
+  EXPECT_EQ(a.rows, b.rows) << "E " << E << " density " << density;
+  EXPECT_EQ(a.values, b.values) << "E " << E << " density " << density;
+}
+
+TEST(EmbeddingRows, OnePassWalkMatchesTheDenseForm) {
+  for (const std::int64_t E : {1, 3, 7, 64}) {
+    for (const double density : {0.0, 0.01, 0.3, 1.0}) {
+      check_random_rows<std::uint32_t>(E, 37, density, 11);
+      check_random_rows<std::uint64_t>(E, 37, density, 12);
+    }
+  }
+  sync::SyncResult<std::uint32_t> empty;  // no entries, no rows
+  EXPECT_TRUE(touched_rows(empty, 4, 1.0).rows.empty());
+}
+
 TEST(EmbeddingGrad, RowsBecomeElementIndices) {
   torch::nn::Embedding emb(torch::nn::EmbeddingOptions(6, 3).sparse(true));
   auto loss = emb(torch::tensor({4, 1, 4}, torch::kLong)).sum();
@@ -135,6 +171,38 @@ TEST(FlatParams, ScatterRangeCopiesWholeParametersOnly) {
   EXPECT_TRUE(torch::equal(c, torch::tensor({9.f})));
   EXPECT_THROW(flat.scatter_range(v, 3, 8), std::invalid_argument);  // cuts a
   EXPECT_THROW(flat.scatter_range(v, 6, 7), std::invalid_argument);  // cuts b
+}
+
+// One unit's gradients (DDP's overlapped sums): whole parameters only, the rest left alone.
+TEST(FlatParams, GatherGradsRangeTakesWholeParametersOnly) {
+  auto a = torch::zeros({2, 3}).set_requires_grad(true);
+  auto b = torch::zeros({2}).set_requires_grad(true);
+  auto c = torch::zeros({1}).set_requires_grad(true);
+  FlatParams flat({a, b, c});
+  std::vector<float> g{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  flat.scatter_grads(g, 1.0f);
+  c.mutable_grad() = torch::Tensor();  // c has no gradient on this rank: zeros
+  std::vector<float> buf(9, -1.0f);
+  flat.gather_grads_range(buf, 6, 9);  // b and c
+  EXPECT_EQ(buf, (std::vector<float>{-1, -1, -1, -1, -1, -1, 7, 8, 0}));
+  flat.gather_grads_range(buf, 0, 6);
+  EXPECT_EQ(buf, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 0}));
+  EXPECT_THROW(flat.gather_grads_range(buf, 3, 9), std::invalid_argument);  // cuts a
+}
+
+// DenseSync's units must each be one consecutive run of parameters (one flat range per unit).
+TEST(DenseSync, UnitsMustBeConsecutive) {
+  std::vector<torch::Tensor> p{torch::zeros({2}), torch::zeros({3}), torch::zeros({1})};
+  DenseSync ok(p, 1 << 20, 0.0);
+  EXPECT_FALSE(ok.overlaps());
+  ok.set_units({1, 1, 3});
+  EXPECT_TRUE(ok.overlaps());
+  DenseSync split(p, 1 << 20, 0.0);
+  EXPECT_THROW(split.set_units({1, 2, 1}), std::invalid_argument);
+  EXPECT_THROW(split.set_units({1, 2}), std::invalid_argument);
+  DenseSync topk(p, 1 << 20, 0.5);
+  topk.set_units({0, 0, 0});
+  EXPECT_FALSE(topk.overlaps());  // top-k sums after the backward pass
 }
 
 // Parts of the flat view that cut parameters (the 2-D mesh's shards).

@@ -251,6 +251,14 @@ class Communicator {
   // network progresses by itself (and which charges time for each test); a two-stage request
   // there moves to its second stage in the next wait() or blocking operation.
   void progress(Request& request);
+  // Posts the next stage of every request on this communicator whose current stage has completed,
+  // without waiting (one MPI_Testsome over their messages), so that a two-stage request
+  // (iallreduce) moves on while this rank computes. Unlike progress(), it also acts under SMPI.
+  // SMPI sleeps smpi/test (0.1 ms, growing with repeated failures) in every MPI_Test, a guard
+  // against polling loops that never advance simulated time; atoll never polls under SMPI, so the
+  // first call sets smpi/test to 0 for the rest of the simulation (the call's own CPU time is still
+  // charged). Call it at a few points (a model unit's boundary), not in a loop.
+  void advance_stages();
 
   // Personalised exchange of one value per peer (send.size() == size()).
   template <class T>
