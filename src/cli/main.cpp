@@ -386,9 +386,9 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--no-overlap{false}", tc.overlap,
                       "edit: complete the layer-wise synchronization at the sync point instead of "
                       "overlapping it with the next forward pass");
-  train_cmd->add_flag("--no-backward-overlap{false}", tc.backward_overlap,
-                      "synchronous steps: sum the dense gradients in one bucketed allreduce after "
-                      "the backward pass instead of each unit's as soon as its backward ends");
+  train_cmd->add_flag("--backward-overlap", tc.backward_overlap,
+                      "synchronous steps: sum each unit's dense gradients as soon as its backward "
+                      "ends (non-blocking, as PyTorch's DDP) instead of after the backward pass");
   train_cmd->add_option("--sync-prefetch", tc.sync_prefetch,
                         "edit: layers whose synchronization is in flight ahead of the one "
                         "computing (default 0: all, posted when the forward pass begins)");

@@ -34,8 +34,8 @@ class DataParallel {
   DataParallel(comm::Communicator& comm, const TrainConfig& config, Engine& engine, int world_rank,
                bool reduce_scatter = false, comm::Communicator* across = nullptr);
 
-  // Whether the dense gradients' sums overlap the backward pass (--no-backward-overlap off; not
-  // with --topk or sharded parameters): the caller then calls post_unit as each unit's backward
+  // Whether the dense gradients' sums overlap the backward pass (--backward-overlap; not with
+  // --topk or sharded parameters): the caller then calls post_unit as each unit's backward
   // ends (the trainer's LayerEvents does), and synchronize() waits for them.
   bool overlaps_backward() const { return overlap_; }
   // Collective: posts unit `unit`'s dense gradient sum (every rank, the same units in the same

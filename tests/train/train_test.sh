@@ -67,15 +67,16 @@ fi
 # bucketed allreduce after the backward pass sums: the same losses on 3 ranks. Simulated (SMPI,
 # fixed compute per unit), every unit's sum but the last unit's is posted before the backward pass
 # ends, and waited for only after it.
-run 3 "$atoll" "${common[@]}" --steps 20 --sync zen --out "$tmp/ov" >/dev/null 2>&1 &&
-  run 3 "$atoll" "${common[@]}" --steps 20 --sync zen --no-backward-overlap --out "$tmp/no-ov" \
-    >/dev/null 2>&1 &&
+run 3 "$atoll" "${common[@]}" --steps 20 --sync zen --backward-overlap --out "$tmp/ov" \
+  >/dev/null 2>&1 &&
+  run 3 "$atoll" "${common[@]}" --steps 20 --sync zen --out "$tmp/no-ov" >/dev/null 2>&1 &&
   msg=$(compare "$tmp/ov/metrics.jsonl" "$tmp/no-ov/metrics.jsonl" 1e-5) &&
   echo "ok   backward overlap vs after the backward pass: $msg" ||
   fail "backward overlap vs after the backward pass: ${msg:-run failed}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if timeout 600 "$root/scripts/simulate" cluster-16x25g 3 -- "${common[@]}" --steps 3 --sync zen \
-  --sim-compute-s 0.05 --timeline "$tmp/ov.timeline" --out "$tmp/ov-sim" >/dev/null 2>&1 &&
+  --sim-compute-s 0.05 --backward-overlap --timeline "$tmp/ov.timeline" --out "$tmp/ov-sim" \
+  >/dev/null 2>&1 &&
   msg=$(python3 - "$tmp/ov.timeline" <<'PY'
 import collections, json, sys
 ev = collections.defaultdict(list)
