@@ -65,7 +65,7 @@ struct TrainConfig {
   // Synchronous steps (ddp, local SGD's warm-up): --backward-overlap sums each unit's dense
   // gradients (non-blocking) as soon as its backward ends, as PyTorch's DDP does; the default is
   // one bucketed allreduce after the backward pass (docs/results/train.md 3c: the overlap measured
-  // 6% slower at 16 simulated ranks, 25 Gbit/s). Not with --topk or sharded parameters.
+  // 7% slower at 16 simulated ranks, 25 Gbit/s). Not with --topk or sharded parameters.
   bool backward_overlap = false;
   // The 2-D mesh (EDiT): a worker is shard_group_size consecutive ranks (ranks [kS, (k+1)S) are
   // worker k) that average their gradients every step, as data-parallel training does; local SGD
