@@ -42,27 +42,26 @@ void DenseSync::set_units(const std::vector<int>& unit_of_param) {
     throw std::invalid_argument("DenseSync: one unit per parameter");
   }
   std::vector<std::pair<std::size_t, std::size_t>> ranges;
-  std::vector<bool> closed;
+  std::vector<bool> seen;
   std::size_t off = 0;
   int last = -1;
   for (std::size_t k = 0; k < params.size(); ++k) {
     const int u = unit_of_param[k];
     if (u < 0) throw std::invalid_argument("DenseSync: negative unit");
-    if (static_cast<std::size_t>(u) >= ranges.size()) {
-      ranges.resize(static_cast<std::size_t>(u) + 1, {0, 0});
-      closed.resize(ranges.size(), false);
+    const auto i = static_cast<std::size_t>(u);
+    if (i >= ranges.size()) {
+      ranges.resize(i + 1, {0, 0});
+      seen.resize(i + 1, false);
     }
-    auto& r = ranges[static_cast<std::size_t>(u)];
-    if (u != last) {
-      if (closed[static_cast<std::size_t>(u)]) {
+    if (u != last) {  // a unit's first parameter: its range starts here, and only here
+      if (seen[i])
         throw std::invalid_argument("DenseSync: a unit's parameters are not consecutive");
-      }
-      if (last >= 0) closed[static_cast<std::size_t>(last)] = true;
-      r = {off, off};
+      seen[i] = true;
+      ranges[i] = {off, off};
       last = u;
     }
     off += static_cast<std::size_t>(params[k].numel());
-    r.second = off;
+    ranges[i].second = off;
   }
   unit_ranges_ = std::move(ranges);
 }

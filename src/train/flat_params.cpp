@@ -8,6 +8,23 @@ namespace {
 void check_size(std::size_t got, std::size_t want) {
   if (got != want) throw std::invalid_argument("FlatParams: flat buffer of the wrong size");
 }
+
+// Calls f(parameter, its offset in the flat view, its elements) for each parameter that lies
+// wholly in [begin, end); a parameter the range cuts throws std::invalid_argument.
+template <class F>
+void for_whole(const std::vector<torch::Tensor>& params, std::size_t begin, std::size_t end,
+               F&& f) {
+  std::size_t off = 0;
+  for (const auto& p : params) {
+    const auto n = static_cast<std::size_t>(p.numel());
+    const bool inside = off >= begin && off + n <= end;
+    if (!inside && off < end && off + n > begin) {
+      throw std::invalid_argument("FlatParams: range cuts a parameter");
+    }
+    if (inside) f(p, off, n);
+    off += n;
+  }
+}
 }  // namespace
 
 FlatParams::FlatParams(std::vector<torch::Tensor> params) : params_(std::move(params)) {
@@ -19,21 +36,14 @@ void FlatParams::gather_grads(std::span<float> flat) const { gather_grads_range(
 void FlatParams::gather_grads_range(std::span<float> flat, std::size_t begin,
                                     std::size_t end) const {
   check_size(flat.size(), total_);
-  std::size_t off = 0;
-  for (const auto& p : params_) {
-    const auto n = static_cast<std::size_t>(p.numel());
-    const bool inside = off >= begin && off + n <= end;
-    if (!inside && off < end && off + n > begin) {
-      throw std::invalid_argument("FlatParams: range cuts a parameter");
-    }
-    if (inside && p.grad().defined()) {
+  for_whole(params_, begin, end, [&](const torch::Tensor& p, std::size_t off, std::size_t n) {
+    if (p.grad().defined()) {
       auto g = p.grad().contiguous();
       std::copy(g.data_ptr<float>(), g.data_ptr<float>() + n, flat.data() + off);
-    } else if (inside) {
+    } else {
       std::fill(flat.data() + off, flat.data() + off + n, 0.0f);  // unused on this rank
     }
-    off += n;
-  }
+  });
 }
 
 void FlatParams::scatter_grads(std::span<const float> flat, float scale) const {
@@ -73,19 +83,10 @@ void FlatParams::scatter_range(std::span<const float> flat, std::size_t begin,
                                std::size_t end) const {
   check_size(flat.size(), total_);
   torch::NoGradGuard no_grad;
-  std::size_t off = 0;
-  for (auto p : params_) {
-    const auto n = static_cast<std::size_t>(p.numel());
-    const bool inside = off >= begin && off + n <= end;
-    if (!inside && off < end && off + n > begin) {
-      throw std::invalid_argument("FlatParams: range cuts a parameter");
-    }
-    if (inside) {
-      p.detach().copy_(
-          torch::from_blob(const_cast<float*>(flat.data()) + off, p.sizes(), torch::kFloat));
-    }
-    off += n;
-  }
+  for_whole(params_, begin, end, [&](const torch::Tensor& p, std::size_t off, std::size_t) {
+    p.detach().copy_(
+        torch::from_blob(const_cast<float*>(flat.data()) + off, p.sizes(), torch::kFloat));
+  });
 }
 
 namespace {

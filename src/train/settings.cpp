@@ -229,6 +229,14 @@ std::optional<std::string> check_config(const TrainConfig& c) {
   } catch (const std::invalid_argument& e) {
     return std::string(e.what());
   }
+  if (c.backward_overlap && c.topk > 0) {
+    return "--backward-overlap does not apply with --topk (top-k selects over the whole gradient "
+           "after the backward pass)";
+  }
+  if (c.backward_overlap && c.shard_group_size > 1 && c.shard) {
+    return "--backward-overlap does not apply to sharded parameters (they are reduce-scattered "
+           "after the backward pass; --no-shard replicates them)";
+  }
   if (!c.overlap && c.strategy != "edit" && c.strategy != "aedit") {
     return fmt::format(
         "--no-overlap switches off EDiT's layer-wise overlap: it applies to --strategy edit or "

@@ -238,6 +238,11 @@ expect_error resume-without-topk "written without --topk; this run uses --topk 0
 # Errors name the flags a user typed.
 expect_error flag-names "error.*--log-every 0 must be positive" "${tiny[@]}" --log-every 0
 expect_error flag-names-bucket "error.*--bucket-bytes 2 " "${tiny[@]}" --bucket-bytes 2
+# --backward-overlap where the dense gradients are summed after the backward pass by design.
+expect_error backward-overlap-topk "--backward-overlap does not apply with --topk" "${tiny[@]}" \
+  --backward-overlap --topk 0.01
+expect_error backward-overlap-sharded "--backward-overlap does not apply to sharded parameters" \
+  "${tiny[@]}" --backward-overlap --strategy diloco --shard-group-size 2
 # The README's trace example: --dump-grads dumps every step; analyze names the steps present.
 if timeout 120 mpirun --oversubscribe -np 2 "$atoll" "${tiny[@]}" --dump-grads "$tmp/traces" \
     --steps 3 >"$tmp/dump-grads.out" 2>&1 &&
