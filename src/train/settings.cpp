@@ -415,6 +415,26 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
   comm.agree(problem);
 }
 
+void check_run(Communicator& comm, const TrainConfig& cfg) {
+  comm.agree(check_config(cfg));
+  agree_settings(comm, cfg);
+  if (comm.size() % cfg.shard_group_size != 0) {
+    comm.agree(fmt::format(
+        "--shard-group-size {} does not divide the {} ranks (a worker is a group of that many "
+        "consecutive ranks)",
+        cfg.shard_group_size, comm.size()));
+  }
+  const int workers = comm.size() / cfg.shard_group_size;
+  if (const auto& c = parse_faults(cfg.inject_fault).corrupt; c && c->rank >= workers) {
+    comm.agree(fmt::format("--inject-fault {}: worker {} does not exist (this run has {} workers)",
+                           cfg.inject_fault, c->rank, workers));
+  }
+  if (const int r = parse_faults(cfg.inject_fault).largest_rank(); r >= comm.size()) {
+    comm.agree(fmt::format("--inject-fault {}: rank {} does not exist (this run has {} ranks)",
+                           cfg.inject_fault, r, comm.size()));
+  }
+}
+
 double learning_rate(const TrainConfig& c, double peak, int step) {
   if (c.warmup_steps > 0 && step <= c.warmup_steps) return peak * step / c.warmup_steps;
   const double span = std::max(1, c.steps - c.warmup_steps);

@@ -18,6 +18,11 @@ namespace atl::train {
 // name its own copy of the corpus or output directory. Collective.
 void agree_settings(comm::Communicator& comm, const TrainConfig& config);
 
+// Everything `atoll train` checks before it builds its model, on every rank: the settings' ranges
+// (check_config), their agreement across ranks, and what depends on the world size (the shard
+// group, --inject-fault's ranks). Throws the same CollectiveError on every rank. Collective.
+void check_run(comm::Communicator& comm, const TrainConfig& config);
+
 // Linear warm-up over --warmup-steps, then cosine decay to 10% of `peak` at --steps.
 double learning_rate(const TrainConfig& config, double peak, int step);
 

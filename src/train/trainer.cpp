@@ -56,23 +56,7 @@ int run(Communicator& comm, const TrainConfig& cfg);
 }  // namespace
 
 int train(Communicator& comm, const TrainConfig& cfg) {
-  comm.agree(check_config(cfg));
-  agree_settings(comm, cfg);
-  if (comm.size() % cfg.shard_group_size != 0) {
-    comm.agree(fmt::format(
-        "--shard-group-size {} does not divide the {} ranks (a worker is a group of that many "
-        "consecutive ranks)",
-        cfg.shard_group_size, comm.size()));
-  }
-  const int workers = comm.size() / cfg.shard_group_size;
-  if (const auto& c = parse_faults(cfg.inject_fault).corrupt; c && c->rank >= workers) {
-    comm.agree(fmt::format("--inject-fault {}: worker {} does not exist (this run has {} workers)",
-                           cfg.inject_fault, c->rank, workers));
-  }
-  if (const int r = parse_faults(cfg.inject_fault).largest_rank(); r >= comm.size()) {
-    comm.agree(fmt::format("--inject-fault {}: rank {} does not exist (this run has {} ranks)",
-                           cfg.inject_fault, r, comm.size()));
-  }
+  check_run(comm, cfg);
   const std::uint64_t M = static_cast<std::uint64_t>(cfg.model.vocab) * cfg.model.d_embed;
   return M < (std::uint64_t{1} << 32) ? run<std::uint32_t>(comm, cfg)
                                       : run<std::uint64_t>(comm, cfg);
