@@ -8,9 +8,6 @@ set -uo pipefail
 atoll=$1 make_traces=$2 trainer=yes
 [ "${3:-}" = --no-trainer ] && trainer=no
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Every case here ends its own processes. After one exits non-zero, Open MPI still waits
-# odls_base_sigkill_timeout (1 s) twice before it ends the job: 2 s of each case's 2.3.
-export OMPI_MCA_odls_base_sigkill_timeout=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$make_traces" "$tmp" || exit 1

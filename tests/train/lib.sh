@@ -56,10 +56,7 @@ resumed_exactly() {
 expect_error() {
   local name=$1 pattern=$2 out rc np=${EXPECT_NP:-2}
   shift 2
-  # Every rank exits on its own here; without the setting Open MPI waits 2 s before ending the job
-  # (odls_base_sigkill_timeout, 1 s, twice: tests/cli/bad_input.sh).
-  out=$(OMPI_MCA_odls_base_sigkill_timeout=0 timeout 120 mpirun --oversubscribe -np "$np" \
-    "$atoll" "$@" 2>&1)
+  out=$(timeout 120 mpirun --oversubscribe -np "$np" "$atoll" "$@" 2>&1)
   rc=$?
   if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
     fail "$name: exit status $rc"; echo "$out"; return
