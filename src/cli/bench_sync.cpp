@@ -280,7 +280,9 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   bool all_ok = true;
   for (const auto& name : names) {
-    auto scheme = sync::make_scheme(name);
+    sync::SchemeOptions scheme_options;
+    scheme_options.threads = o.threads;
+    auto scheme = sync::make_scheme(name, scheme_options);
     sync::SyncResult<Index> last;
     scheme->prepare(comm);  // one-time setup (auto's network probe) is not part of a timed call
     util::set_fault_step(0);

@@ -164,6 +164,10 @@ int main(int argc, char** argv) {
   sync_cmd->add_option("--cpu-cost", bench.cpu_cost_file,
                        "simulation: charge the schemes' computation from this cpu cost table "
                        "(scripts/calibrate-cpu) instead of measuring it, so runs repeat exactly");
+  sync_cmd->add_option("--threads", bench.threads,
+                       "worker threads per rank for Zen's decode (default: the node's cores "
+                       "shared by the ranks on it; 1 under simulation); at most the machine's "
+                       "cores, and under simulation each simulated host is taken to have them");
   sync_cmd->add_option("--cpu-cost-record", bench.cpu_cost_record,
                        "measure the schemes' computation per operation in the timed calls and "
                        "merge it into this cpu cost table (created if absent), refitted");

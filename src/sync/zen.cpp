@@ -23,6 +23,7 @@
 #include <optional>
 
 #include "atoll/comm/charged_work.h"
+#include "atoll/comm/parallel.h"
 #include "atoll/sync/zen_partition.h"
 #include "atoll/util/fault_point.h"
 #include "common.h"
@@ -39,6 +40,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
  public:
   ZenScheme(const SchemeOptions& o, std::string name, PullCoding coding)
       : seed_(o.hash_seed),
+        threads_requested_(o.threads),
         name_(std::move(name)),
         coding_(coding),
         op_partition_(comm::cpu_op_id(name_ + ".partition")),
@@ -72,7 +74,15 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       layout_ = HashLayout(M, n, seed_);
     }
 
+    if (threads_ == 0) threads_ = comm::resolve_threads(threads_requested_, comm.ranks_on_node());
     Scratch<Index>& sc = scratch<Index>();
+    // With worker threads the aggregation and each chunk's decode are split into ranges
+    // done in parallel (no MPI progress
+    // calls inside; comm::run_parallel charges the section's wall time under SMPI).
+    const sync::ParallelTasks parallel = [&](std::size_t tasks,
+                                             const std::function<void(std::size_t)>& task) {
+      comm::run_parallel(comm, threads_, tasks, task);
+    };
     HashPartition<Index>& part = sc.part;
     {
       PhaseScope phase(comm, out.stats, "partition");
@@ -100,7 +110,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       PhaseScope phase(comm, out.stats, "aggregate");
       comm::ChargedWork work(comm, op_aggregate_, static_cast<double>(received.size()),
                              4.0 * static_cast<double>(layout_.slot_count(rank)));
-      zen_aggregate<Index>(layout_, rank, received, sc.buckets, sc.sums);
+      zen_aggregate<Index>(layout_, rank, received, sc.buckets, sc.sums, threads_, parallel);
     }
     // Pull, pipelined in chunks of the index space: one small allgather of every server's
     // per-bucket counts gives every rank the same byte-balanced chunk bounds and every block's
@@ -171,7 +181,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     std::vector<std::size_t> block_begin(chunks + 1, 0);
     std::vector<comm::Request> requests(chunks);
     std::uint64_t pull_load = 0;
-    auto post = [&](std::uint32_t p) {
+    auto encode = [&](std::uint32_t p) {
       const double t0 = comm.wtime();
       block_begin[p] = sc.block.size();
       std::optional<comm::ChargedWork> work(
@@ -190,8 +200,11 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       work.reset();
       pull_load += bytes * (n - 1);
       encode_s += comm.wtime() - t0;
+    };
+    auto post = [&](std::uint32_t p) {
       requests[p] = comm.iallgatherv<std::uint8_t>(
-          std::span<const std::uint8_t>(sc.block.data() + block_begin[p], bytes), counts[p],
+          std::span<const std::uint8_t>(sc.block.data() + block_begin[p], counts[p][rank]),
+          counts[p],
           std::span<std::uint8_t>(sc.all.data() + chunk_begin[p],
                                   chunk_begin[p + 1] - chunk_begin[p]));
     };
@@ -205,8 +218,11 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     // the link, so the first arrives later).
     plan->set_size(static_cast<double>(total), 8.0 * static_cast<double>(reported.size()));
     plan.reset();
+    // Chunk p + 1 is encoded while chunk p is on the wire, and posted as soon as p has arrived.
+    encode(0);
     post(0);
     for (std::uint32_t p = 0; p < chunks; ++p) {
+      if (p + 1 < chunks) encode(p + 1);
       comm.wait(requests[p]);
       if (p + 1 < chunks) post(p + 1);
       if (failure) continue;
@@ -226,7 +242,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
             std::span<const std::uint8_t>(sc.all.data() + chunk_begin[p],
                                           chunk_begin[p + 1] - chunk_begin[p]),
             counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos, total - pos,
-            progress_next);
+            progress_next, threads_, parallel);
         work.set_size(static_cast<double>(pos - before), range_bytes);
       } catch (...) {
         failure = std::current_exception();
@@ -269,6 +285,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   }
 
   std::uint64_t seed_;
+  unsigned threads_requested_;  // SchemeOptions::threads
+  unsigned threads_ = 0;        // resolved on the first call (comm::resolve_threads)
   std::string name_;
   PullCoding coding_;
   std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,

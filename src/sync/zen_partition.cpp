@@ -18,6 +18,7 @@
 
 #include "common.h"
 #include "received_entries.h"
+#include "zen_blocks.h"
 
 namespace atl::sync {
 
@@ -311,24 +312,12 @@ BitmapBlock bitmap_encode(std::span<const float> slot_values) {
   return block;
 }
 
-namespace {
-constexpr std::uint8_t kCoo = 0, kBitmap = 1, kEliasFano = 2;
-constexpr std::size_t kBlockHeader = 1 + 8;
-
-std::size_t format_key_bytes(std::uint8_t format, std::size_t slots, std::uint64_t nnz,
-                             std::size_t index_bytes) {
-  if (format == kBitmap) return slots / 8;
-  if (format == kEliasFano) return static_cast<std::size_t>(sparse::elias_fano_bytes(slots, nnz));
-  return static_cast<std::size_t>(nnz) * index_bytes;
-}
-
-// Position of the lowest set bit of a non-zero word; 63 for 0 (a harmless position inside the
-// granule for the 8-wide rounds below). One bsf, no zero test.
-inline unsigned lowest_bit_or_63(std::uint64_t word) {
-  return static_cast<unsigned>(__builtin_ctzll(word | (std::uint64_t{1} << 63)));
-}
-
-}  // namespace
+using zen_blocks::format_key_bytes;
+using zen_blocks::kBitmap;
+using zen_blocks::kBlockHeader;
+using zen_blocks::kCoo;
+using zen_blocks::kEliasFano;
+using zen_blocks::lowest_bit_or_63;
 
 std::vector<std::uint64_t> zen_granule_bounds(std::uint64_t elements, std::uint32_t parts) {
   if (parts == 0) throw std::invalid_argument("zen_granule_bounds: parts must be positive");
@@ -429,12 +418,35 @@ void zen_check_push(const HashLayout& layout, std::uint32_t server,
 template <class Index>
 void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::vector<sparse::Entry<Index>>& received,
-                   std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums) {
+                   std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums,
+                   unsigned parts, const ParallelTasks& parallel) {
   const std::size_t slots = layout.slot_count(server);
   const std::size_t words = slots / kZenGranule;
   sums.sparse = received.size() * 16 < slots;
   sums.words.resize(words);
-  if (!sums.sparse) {
+  if (!sums.sparse && parts > 1 && words > 0) {
+    // Task t owns words [w_t, w_t+1): the slots of a range of indices (slot order is index
+    // order), so it adds exactly the received entries of that index range, in the order received.
+    sums.buffer.resize(slots);
+    float* buf = sums.buffer.data();
+    const std::uint64_t M = layout.elements();
+    const auto task = [&](std::size_t t) {
+      const std::size_t w0 = words * t / parts, w1 = words * (t + 1) / parts;
+      if (w0 == w1) return;
+      std::fill(buf + w0 * kZenGranule, buf + w1 * kZenGranule, 0.0f);
+      const std::uint64_t lo = layout.index_of(server, w0 * kZenGranule);
+      const std::uint64_t hi = w1 == words ? M : layout.index_of(server, w1 * kZenGranule);
+      for (const auto& e : received) {
+        const auto x = static_cast<std::uint64_t>(e.index);
+        if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
+      }
+      for (std::size_t w = w0; w < w1; ++w) sums.words[w] = nonzero_mask64(buf + w * kZenGranule);
+    };
+    if (parallel)
+      parallel(parts, task);
+    else
+      for (std::size_t t = 0; t < parts; ++t) task(t);
+  } else if (!sums.sparse) {
     // Compact buffer over this server's slots (≈ M/n floats).
     sums.buffer.assign(slots, 0.0f);
     float* buf = sums.buffer.data();
@@ -562,187 +574,6 @@ void zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
   zen_encode_pull_chunk(layout, server, sums, 0, layout.slot_count(server), coding, block);
 }
 
-template <class Index>
-std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granule_begin,
-                                  std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
-                                  std::span<const std::size_t> counts, Index* oi, float* ov,
-                                  std::size_t capacity, const std::function<void()>& progress) {
-  const auto n = static_cast<std::uint32_t>(counts.size());
-  const std::uint64_t M = layout.elements();
-  auto malformed = [](std::uint32_t j, const std::string& what) {
-    return MalformedMessage(fmt::format("zen: malformed pull block from server {}: {}", j, what));
-  };
-  struct View {
-    std::uint8_t format;
-    std::uint64_t nnz;
-    const std::uint8_t* keys;  // bitmap words or indices
-    const std::uint8_t* values;
-  };
-  const std::uint64_t granules = (M + kZenGranule - 1) / kZenGranule;
-  if (n != layout.servers() || granule_begin > granule_end || granule_end > granules) {
-    throw std::runtime_error(fmt::format(
-        "zen: pull chunk of granules [{}, {}) with {} blocks; the layout has {} granules and {} "
-        "servers",
-        granule_begin, granule_end, n, granules, layout.servers()));
-  }
-  std::vector<View> views(n);
-  // Elias-Fano blocks are decoded into bitmap words over their slots first, then walked as bitmaps.
-  // Local, not thread_local: under SMPI every simulated rank may share one thread, and the walk's
-  // progress calls can switch ranks while these words are in use.
-  std::vector<std::vector<std::uint64_t>> ef_words(n);
-  std::uint64_t total = 0;
-  std::size_t at = 0;
-  for (std::uint32_t j = 0; j < n; ++j) {
-    if (counts[j] < kBlockHeader || counts[j] > blocks.size() - at) throw malformed(j, "too short");
-    View v{};
-    v.format = blocks[at];
-    std::memcpy(&v.nnz, blocks.data() + at + 1, 8);
-    const std::size_t slots =
-        (layout.granules_before(j, granule_end) - layout.granules_before(j, granule_begin)) *
-        kZenGranule;
-    if (v.format > kEliasFano || v.nnz > slots)
-      throw malformed(j, fmt::format("format {} with {} non-zeros", v.format, v.nnz));
-    const std::size_t key_bytes = format_key_bytes(v.format, slots, v.nnz, sizeof(Index));
-    if (counts[j] != kBlockHeader + key_bytes + v.nnz * sizeof(float)) {
-      throw malformed(
-          j, fmt::format("{} bytes for format {} and {} non-zeros", counts[j], v.format, v.nnz));
-    }
-    v.keys = blocks.data() + at + kBlockHeader;
-    v.values = v.keys + key_bytes;
-    if (v.format == kEliasFano) {
-      ef_words[j].resize(slots / kZenGranule);
-      try {
-        sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(v.keys, key_bytes), slots,
-                                         v.nnz, ef_words[j]);
-      } catch (const std::runtime_error& e) {
-        throw malformed(j, e.what());
-      }
-      v.format = kBitmap;
-      v.keys = reinterpret_cast<const std::uint8_t*>(ef_words[j].data());
-    }
-    views[j] = v;
-    total += v.nnz;
-    at += counts[j];
-  }
-  if (total > capacity) throw MalformedMessage("zen: pull blocks hold more entries than announced");
-
-  // One pass in global index order: granule g belongs to server owner(g), and each server's
-  // granules come in increasing order in its block, so a cursor per server walks its block
-  // monotonically. The output is written strictly sequentially; no presence bitmap, no sort.
-  constexpr std::uint64_t G = kZenGranule;
-  static_assert(G == 64, "the decoder reads one 64-bit bitmap word per granule");
-  const std::uint16_t* owner = layout.owner_table().data();
-  struct Cursor {
-    std::uint64_t key = 0;    // bitmap: next granule word; COO: next entry
-    std::uint64_t value = 0;  // next value
-  };
-  std::vector<Cursor> cursor(n);
-  const std::uint8_t* blocks_end = blocks.data() + blocks.size();
-  auto round_up8 = [](std::uint64_t x) { return (x + 7) & ~std::uint64_t{7}; };
-  std::uint64_t pos = 0;
-  constexpr std::uint64_t kProgressEvery = 4096;
-  for (std::uint64_t g0 = granule_begin; g0 < granule_end; g0 += kProgressEvery) {
-    const std::uint64_t g1 = std::min(granule_end, g0 + kProgressEvery);
-    for (std::uint64_t g = g0; g < g1; ++g) {
-      const std::uint32_t j = owner[g];
-      const View& v = views[j];
-      Cursor& c = cursor[j];
-      const std::uint64_t base = g * G;
-      if (v.format == kBitmap) {
-        std::uint64_t word;
-        std::memcpy(&word, v.keys + 8 * c.key++, 8);
-        if (!word) continue;
-        const auto count = static_cast<std::uint64_t>(std::popcount(word));
-        if (c.value + count > v.nnz || (base + 63 >= M && (word >> (M - base - 1) >> 1))) {
-          throw malformed(j, "bitmap does not match its values or has a bit past M");
-        }
-        const std::uint8_t* vals = v.values + c.value * sizeof(float);
-        c.value += count;
-        // Sixteen servers' bitmap and value streams plus the output are more concurrent streams
-        // than the hardware prefetcher follows: fetch each server's stream ahead explicitly.
-        __builtin_prefetch(v.keys + 8 * c.key + 512);
-        __builtin_prefetch(vals + 1024);
-        if (vals + round_up8(count) * sizeof(float) <= blocks_end) {
-          // Eight set bits per round with no data-dependent branch inside: a word's bit count
-          // varies randomly (6.4 on average for the 1% Zipf case), and a loop that exits on it
-          // costs one misprediction per word. Rounds write whole groups of 8; the caller's 8
-          // entries of slack absorb the overshoot (an exhausted word gives index base + 63) and the
-          // next word overwrites it.
-          for (std::uint64_t done = 0; done < count; done += 8) {
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; ++k) {
-              oi[pos + done + k] = static_cast<Index>(base + lowest_bit_or_63(word));
-              word &= word - 1;
-            }
-            std::memcpy(ov + pos + done, vals + done * sizeof(float), 8 * sizeof(float));
-          }
-        } else {  // the last values of the buffer: do not read past it
-          for (std::uint64_t k = 0; k < count; ++k) {
-            oi[pos + k] =
-                static_cast<Index>(base + static_cast<std::uint64_t>(std::countr_zero(word)));
-            std::memcpy(ov + pos + k, vals + k * sizeof(float), sizeof(float));
-            word &= word - 1;
-          }
-        }
-        pos += count;
-      } else {
-        while (c.key < v.nnz) {
-          Index x;
-          std::memcpy(&x, v.keys + c.key * sizeof(Index), sizeof(Index));
-          if (x >= base + G) break;
-          if (x < base || pos >= total || (pos > 0 && x <= oi[pos - 1]))
-            throw malformed(j, "COO indices unsorted, repeated or not owned");
-          oi[pos] = x;
-          std::memcpy(ov + pos, v.values + c.key * sizeof(float), sizeof(float));
-          ++pos;
-          ++c.key;
-        }
-      }
-    }
-    if (progress) progress();
-  }
-  for (std::uint32_t j = 0; j < n; ++j) {
-    const bool complete = views[j].format == kBitmap ? cursor[j].value == views[j].nnz
-                                                     : cursor[j].key == views[j].nnz;
-    if (!complete) throw malformed(j, "entries left over (not owned by this server or past M)");
-  }
-  return pos;
-}
-
-namespace {
-std::uint64_t pull_block_nnz(std::span<const std::uint8_t> block) {
-  if (block.size() < kBlockHeader) throw MalformedMessage("zen: malformed pull block: too short");
-  std::uint64_t nnz;
-  std::memcpy(&nnz, block.data() + 1, 8);
-  return nnz;
-}
-}  // namespace
-
-template <class Index>
-void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,
-                     std::span<const std::size_t> counts, SparseGradient<Index>& out) {
-  std::uint64_t total = 0;
-  std::size_t at = 0;
-  for (std::size_t j = 0; j < counts.size(); ++j) {
-    if (counts[j] > blocks.size() - at) {
-      throw MalformedMessage(fmt::format("zen: malformed pull block from server {}: too short", j));
-    }
-    if (counts[j] >= kBlockHeader) total += pull_block_nnz(blocks.subspan(at, counts[j]));
-    at += counts[j];
-  }
-  if (total > layout.elements()) {
-    throw MalformedMessage("zen: malformed pull blocks: more non-zeros than elements");
-  }
-  out.elements = layout.elements();
-  out.indices.resize(total + kZenDecodeSlack);
-  out.values.resize(total + kZenDecodeSlack);
-  const std::uint64_t granules = (layout.elements() + kZenGranule - 1) / kZenGranule;
-  const std::size_t got = zen_decode_pull_chunk<Index>(
-      layout, 0, granules, blocks, counts, out.indices.data(), out.values.data(), total);
-  out.indices.resize(got);  // drop the slack (shrinking keeps the allocation)
-  out.values.resize(got);
-}
-
 template void zen_partition(const SparseGradient<std::uint32_t>&, const HashLayout&,
                             HashPartition<std::uint32_t>&);
 template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayout&,
@@ -751,18 +582,14 @@ template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayo
   template void zen_check_push(const HashLayout&, std::uint32_t,                                 \
                                std::span<const sparse::Entry<I>>, std::span<const std::size_t>); \
   template void zen_aggregate(const HashLayout&, std::uint32_t, std::vector<sparse::Entry<I>>&,  \
-                              std::span<const std::uint64_t>, ZenServerSums<I>&);                \
+                              std::span<const std::uint64_t>, ZenServerSums<I>&, unsigned,       \
+                              const ParallelTasks&);                                             \
   template std::size_t zen_encode_pull_chunk(const HashLayout&, std::uint32_t,                   \
                                              const ZenServerSums<I>&, std::size_t, std::size_t,  \
                                              PullCoding, std::vector<std::uint8_t>&);            \
   template void zen_encode_pull_block(const HashLayout&, std::uint32_t,                          \
                                       std::vector<sparse::Entry<I>>&, PullCoding,                \
-                                      std::vector<std::uint8_t>&);                               \
-  template std::size_t zen_decode_pull_chunk(                                                    \
-      const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,            \
-      std::span<const std::size_t>, I*, float*, std::size_t, const std::function<void()>&);      \
-  template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,                \
-                                std::span<const std::size_t>, SparseGradient<I>&);
+                                      std::vector<std::uint8_t>&);
 ATOLL_ZEN_INSTANTIATE(std::uint32_t)
 ATOLL_ZEN_INSTANTIATE(std::uint64_t)
 #undef ATOLL_ZEN_INSTANTIATE

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "atoll/comm/communicator.h"
+#include "atoll/comm/parallel.h"
 #include "atoll/sparse/generator.h"
 #include "atoll/sync/scheme.h"
 #include "mpi_test_main.h"
@@ -197,6 +198,18 @@ TEST(GoldenZenEliasFano, ForcedOnEveryBlock) {
   forced.zen_force_elias_fano = true;
   run_all_cases<std::uint32_t>("zen", forced);
   run_all_cases<std::uint64_t>("zen", forced);
+}
+
+// Zen with worker threads (aggregation and decode split into ranges) and with one, whatever the
+// default is at this world size; at most this machine's cores.
+TEST(GoldenZenThreads, OneAndAllCores) {
+  for (const unsigned threads : {1u, atl::comm::machine_cores()}) {
+    sync::SchemeOptions options;
+    options.threads = threads;
+    run_all_cases<std::uint32_t>("zen", options);
+    run_all_cases<std::uint64_t>("zen", options);
+    run_all_cases<std::uint32_t>("zen_ef", options);
+  }
 }
 
 TEST_P(GoldenTest, IndexOutOfRangeOnOneRankFailsOnEveryRank) {

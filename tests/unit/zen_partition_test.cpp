@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <exception>
+#include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "atoll/sparse/generator.h"
 #include "sync/common.h"
@@ -240,6 +244,26 @@ std::vector<std::vector<sparse::Entry<std::uint32_t>>> push_all(const HashLayout
   }
   return received;
 }
+
+// Tasks on 4 threads (task t on thread t % 4): the parts really run concurrently.
+const ParallelTasks on_threads = [](std::size_t tasks,
+                                    const std::function<void(std::size_t)>& task) {
+  const std::size_t T = std::min<std::size_t>(tasks, 4);
+  std::vector<std::exception_ptr> failures(T);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < T; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        for (std::size_t t = i; t < tasks; t += T) task(t);
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& f : failures)
+    if (f) std::rethrow_exception(f);
+};
 }  // namespace
 
 TEST(ZenPull, ChunkedRoundTripWithBalancedBounds) {
@@ -268,12 +292,9 @@ TEST(ZenPull, ChunkedRoundTripWithBalancedBounds) {
       EXPECT_EQ(bounds.back(), granules);
       for (std::size_t p = 1; p < bounds.size(); ++p) EXPECT_LT(bounds[p - 1], bounds[p]);
 
-      std::vector<std::uint32_t> idx(static_cast<std::size_t>(M) + kZenDecodeSlack);
-      std::vector<float> val(idx.size());
-      std::size_t pos = 0;
+      std::vector<std::vector<std::uint8_t>> chunk_blocks(bounds.size() - 1);
+      std::vector<std::vector<std::size_t>> chunk_counts(bounds.size() - 1);
       for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
-        std::vector<std::uint8_t> all;
-        std::vector<std::size_t> counts;
         for (std::uint32_t j = 0; j < n; ++j) {
           const std::size_t s0 = layout.granules_before(j, bounds[p]) * 64;
           const std::size_t s1 = layout.granules_before(j, bounds[p + 1]) * 64;
@@ -282,21 +303,68 @@ TEST(ZenPull, ChunkedRoundTripWithBalancedBounds) {
           const std::uint64_t nnz = sums[j].nnz_before[s1 / 64] - sums[j].nnz_before[s0 / 64];
           ASSERT_EQ(bytes, zen_pull_block_bytes(s1 - s0, nnz, 4, coding)) << "announced size";
           ASSERT_EQ(block.size(), bytes);
-          all.insert(all.end(), block.begin(), block.end());
-          counts.push_back(bytes);
+          chunk_blocks[p].insert(chunk_blocks[p].end(), block.begin(), block.end());
+          chunk_counts[p].push_back(bytes);
         }
-        pos += zen_decode_pull_chunk<std::uint32_t>(layout, bounds[p], bounds[p + 1], all, counts,
-                                                    idx.data() + pos, val.data() + pos,
-                                                    static_cast<std::size_t>(M) - pos);
       }
-      SparseGradient<std::uint32_t> out;
-      out.elements = M;
-      out.indices.assign(idx.begin(), idx.begin() + pos);
-      out.values.assign(val.begin(), val.begin() + pos);
-      EXPECT_FALSE(out.check().has_value()) << out.check().value_or("");
-      const auto got = out.to_dense();
-      for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(got[x], dense[x]) << "index " << x;
+      // One part (the serial walk), and split into parts decoded one after another or on threads.
+      for (const unsigned parts : {1u, 2u, 3u, 8u, 200u}) {
+        for (const bool threaded : {false, true}) {
+          if (parts == 1 && threaded) continue;
+          SCOPED_TRACE(::testing::Message()
+                       << parts << " parts" << (threaded ? " on threads" : ""));
+          std::vector<std::uint32_t> idx(static_cast<std::size_t>(M) + kZenDecodeSlack);
+          std::vector<float> val(idx.size());
+          std::size_t pos = 0;
+          for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
+            pos += zen_decode_pull_chunk<std::uint32_t>(
+                layout, bounds[p], bounds[p + 1], chunk_blocks[p], chunk_counts[p],
+                idx.data() + pos, val.data() + pos, static_cast<std::size_t>(M) - pos, {}, parts,
+                threaded ? on_threads : ParallelTasks{});
+          }
+          SparseGradient<std::uint32_t> out;
+          out.elements = M;
+          out.indices.assign(idx.begin(), idx.begin() + pos);
+          out.values.assign(val.begin(), val.begin() + pos);
+          EXPECT_FALSE(out.check().has_value()) << out.check().value_or("");
+          const auto got = out.to_dense();
+          for (std::uint64_t x = 0; x < M; ++x) ASSERT_EQ(got[x], dense[x]) << "index " << x;
+        }
+      }
     }
+}
+
+TEST(ZenPull, AggregateInPartsEqualsOnePart) {
+  const std::uint64_t M = 1000003;  // not a multiple of 64
+  const std::uint32_t n = 5;
+  const HashLayout layout(M, n, 9);
+  const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+  for (double density : {0.0005, 0.05, 0.3}) {
+    std::vector<double> dense;
+    const auto received = push_all(layout, density, 4, dense);
+    for (std::uint32_t j = 0; j < n; ++j) {
+      auto entries = received[j];
+      ZenServerSums<std::uint32_t> one;
+      zen_aggregate(layout, j, entries, buckets, one);
+      for (const unsigned parts : {2u, 3u, 7u, 100000u})
+        for (const bool threaded : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "density " << density << ", server " << j << ", " << parts << " parts"
+                       << (threaded ? " on threads" : ""));
+          auto copy = received[j];
+          ZenServerSums<std::uint32_t> split;
+          zen_aggregate(layout, j, copy, buckets, split, parts,
+                        threaded ? on_threads : ParallelTasks{});
+          ASSERT_EQ(split.sparse, one.sparse);
+          EXPECT_EQ(split.buffer, one.buffer);  // bit for bit: the same additions in the same order
+          EXPECT_EQ(split.idx, one.idx);
+          EXPECT_EQ(split.val, one.val);
+          EXPECT_EQ(split.words, one.words);
+          EXPECT_EQ(split.nnz_before, one.nnz_before);
+          EXPECT_EQ(split.bucket_nnz, one.bucket_nnz);
+        }
+    }
+  }
 }
 
 TEST(ZenPull, BalancedChunksOnDegenerateCounts) {
@@ -345,6 +413,18 @@ TEST(ZenPull, UnsortedCooBlockIsRefused) {
   const std::vector<std::size_t> counts{block.size(), empty.size()};
   SparseGradient<std::uint32_t> out;
   EXPECT_THROW(zen_decode_pull<std::uint32_t>(layout, all, counts, out), std::runtime_error);
+  // Split into parts, serially or on threads, it is refused as well.
+  const std::uint64_t granules = (M + 63) / 64;
+  for (const unsigned parts : {2u, 3u, 64u})
+    for (const bool threaded : {false, true}) {
+      std::vector<std::uint32_t> oi2(3 + kZenDecodeSlack);
+      std::vector<float> ov2(oi2.size());
+      EXPECT_THROW(zen_decode_pull_chunk<std::uint32_t>(layout, 0, granules, all, counts,
+                                                        oi2.data(), ov2.data(), 3, {}, parts,
+                                                        threaded ? on_threads : ParallelTasks{}),
+                   std::runtime_error)
+          << parts << " parts";
+    }
   // Fewer blocks than servers is refused too.
   std::vector<std::uint32_t> oi(16);
   std::vector<float> ov(16);

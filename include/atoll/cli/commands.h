@@ -40,6 +40,9 @@ struct BenchSyncOptions {
   // only) instead of measuring it; or measure it and merge the samples into this table.
   std::string cpu_cost_file;
   std::string cpu_cost_record;
+  // Worker threads per rank for the schemes that use them (Zen's decode); 0: the node's cores
+  // shared by the ranks on it (1 under SMPI). At most this machine's cores.
+  unsigned threads = 0;
 };
 int bench_sync(comm::Communicator& comm, const BenchSyncOptions& options);
 

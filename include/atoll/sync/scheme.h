@@ -101,6 +101,9 @@ struct SchemeOptions {
   // Every Zen variant codes every pull block's indices in Elias-Fano (the golden tests use it to
   // run that format on every block shape; otherwise zen_ef picks it where it is the smallest).
   bool zen_force_elias_fano = false;
+  // Worker threads per rank for Zen's pull decode (comm::resolve_threads: 0 is the node's cores
+  // shared by its ranks, 1 under SMPI).
+  unsigned threads = 0;
 };
 
 // The scheme names accepted by make_scheme, in presentation order (auto last).

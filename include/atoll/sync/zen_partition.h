@@ -178,10 +178,16 @@ void zen_check_push(const HashLayout& layout, std::uint32_t server,
                     std::span<const sparse::Entry<Index>> received,
                     std::span<const std::size_t> counts);
 
+// With parts > 1, the slot buffer's form is built by `parts` tasks of `parallel` (empty: one after
+// another), each over one range of the slots (zeroing, adding the entries of its range in the
+// order received, then the bitmap words): the sums are the same for every number of parts.
+using ParallelTasks =
+    std::function<void(std::size_t tasks, const std::function<void(std::size_t task)>& run)>;
 template <class Index>
 void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::vector<sparse::Entry<Index>>& received,
-                   std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums);
+                   std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums,
+                   unsigned parts = 1, const ParallelTasks& parallel = {});
 // Step 2: appends the pull block of the server's slots [s0, s1) (multiples of 64) to `block`:
 // [u8 format][u64 nnz][bitmap | indices | Elias-Fano code][values]; returns its size
 // (= zen_pull_block_bytes).
@@ -207,14 +213,20 @@ std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::u
 // covering granules [granule_begin, granule_end) into oi/ov in index order; returns the number of
 // entries. The output arrays must hold capacity + kZenDecodeSlack entries (the decoder writes in
 // rounds of 8). Throws std::runtime_error on a malformed block or more than `capacity` entries.
+//
+// `progress`, if set, is called every 4096 granules of a one-part decode: a real MPI library moves
+// the next chunk only while it is entered. With parts > 1 the index range is split into `parts`
+// ranges of about equal work, each decoded by one task of `parallel` (a count of tasks and the
+// task; empty: the tasks run one after another, here), after a first round of tasks that counts
+// every server's non-zeros per range; `progress` is not called then (the tasks may run on other
+// threads). The output is the same for every number of parts.
 inline constexpr std::size_t kZenDecodeSlack = 8;
 template <class Index>
 std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granule_begin,
                                   std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
                                   std::span<const std::size_t> counts, Index* oi, float* ov,
-                                  std::size_t capacity, const std::function<void()>& progress = {});
-// (`progress`, if set, is called every 4096 granules: a real MPI library moves the next chunk only
-// while it is entered.)
+                                  std::size_t capacity, const std::function<void()>& progress = {},
+                                  unsigned parts = 1, const ParallelTasks& parallel = {});
 // All of [0, M) (one-chunk blocks) into one gradient sorted by index.
 template <class Index>
 void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,
