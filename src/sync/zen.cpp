@@ -187,8 +187,9 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       std::optional<comm::ChargedWork> work(
           std::in_place, comm, op_encode_, static_cast<double>(my_nnz[p]),
           4.0 * static_cast<double>(slot_begin[p + 1] - slot_begin[p]));
-      const std::size_t bytes = zen_encode_pull_chunk<Index>(layout_, rank, sc.sums, slot_begin[p],
-                                                             slot_begin[p + 1], coding_, sc.block);
+      const std::size_t bytes =
+          zen_encode_pull_chunk<Index>(layout_, rank, sc.sums, slot_begin[p], slot_begin[p + 1],
+                                       coding_, sc.block, threads_, parallel);
       if (bytes != counts[p][rank]) {
         // An internal inconsistency after the other ranks have posted: failing alone would leave
         // them waiting, so end the job with the reason.

@@ -503,7 +503,8 @@ void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::si
 template <class Index>
 std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server,
                                   const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
-                                  PullCoding coding, std::vector<std::uint8_t>& block) {
+                                  PullCoding coding, std::vector<std::uint8_t>& block,
+                                  unsigned parts, const ParallelTasks& parallel) {
   const std::size_t w0 = s0 / kZenGranule, w1 = s1 / kZenGranule;
   const std::uint64_t e0 = sums.nnz_before[w0];
   const std::uint64_t nnz = sums.nnz_before[w1] - e0;
@@ -528,35 +529,55 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
   } else {
     // Gather the non-zero sums, eight set bits per round with no data-dependent branch inside
     // the round (a word's bit count varies randomly, and a loop exiting on it mispredicts once per
-    // word); an exhausted word reads slot 63 of its granule, ignored.
+    // word); an exhausted word reads slot 63 of its granule, ignored. Words [wa, wb), whose first
+    // value goes to entry k; the rounds' overshoot stays below entry `limit`.
     const float* v = sums.buffer.data();
-    std::size_t k = 0;
-    Index* idx = reinterpret_cast<Index*>(keys);  // only written for COO (unaligned-safe below)
-    for (std::size_t w = w0; w < w1; ++w) {
-      const std::uint64_t word0 = sums.words[w];
-      std::uint64_t word = word0;
-      const std::size_t base = w * kZenGranule;
-      const auto count = static_cast<std::size_t>(std::popcount(word));
-      for (std::size_t done = 0; done < count; done += 8) {
-        float round[8];
+    const auto gather = [&](std::size_t wa, std::size_t wb, std::size_t k, std::size_t limit) {
+      for (std::size_t w = wa; w < wb; ++w) {
+        const std::uint64_t word0 = sums.words[w];
+        std::uint64_t word = word0;
+        const std::size_t base = w * kZenGranule;
+        const auto count = static_cast<std::size_t>(std::popcount(word));
+        if (k + ((count + 7) & ~std::size_t{7}) <= limit) {
+          for (std::size_t done = 0; done < count; done += 8) {
+            float round[8];
 #pragma GCC unroll 8
-        for (int r = 0; r < 8; ++r) {
-          round[r] = v[base + lowest_bit_or_63(word)];
-          word &= word - 1;
+            for (int r = 0; r < 8; ++r) {
+              round[r] = v[base + lowest_bit_or_63(word)];
+              word &= word - 1;
+            }
+            std::memcpy(values + (k + done) * sizeof(float), round, sizeof(round));
+          }
+        } else {  // the last word of a task's range: exactly `count` values
+          for (std::size_t r = 0; r < count; ++r, word &= word - 1)
+            std::memcpy(values + (k + r) * sizeof(float), v + base + std::countr_zero(word),
+                        sizeof(float));
         }
-        std::memcpy(values + (k + done) * sizeof(float), round, sizeof(round));
-      }
-      if (format == kCoo) {
-        word = word0;
-        for (std::size_t r = 0; r < count; ++r) {
-          const auto x = static_cast<Index>(
-              layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
-          std::memcpy(reinterpret_cast<std::uint8_t*>(idx) + (k + r) * sizeof(Index), &x,
-                      sizeof(Index));
-          word &= word - 1;
+        if (format == kCoo) {
+          word = word0;
+          for (std::size_t r = 0; r < count; ++r) {
+            const auto x = static_cast<Index>(
+                layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
+            std::memcpy(keys + (k + r) * sizeof(Index), &x, sizeof(Index));
+            word &= word - 1;
+          }
         }
+        k += count;
       }
-      k += count;
+    };
+    if (parts <= 1 || w1 - w0 < 2 * parts) {
+      gather(w0, w1, 0, nnz + 8);
+    } else {
+      // Task t gathers words [a_t, a_t+1); its first entry is known from the prefix counts.
+      const auto task = [&](std::size_t t) {
+        const std::size_t a = w0 + (w1 - w0) * t / parts, b = w0 + (w1 - w0) * (t + 1) / parts;
+        const std::size_t end = sums.nnz_before[b] - e0;
+        gather(a, b, sums.nnz_before[a] - e0, t + 1 == parts ? nnz + 8 : end);
+      };
+      if (parallel)
+        parallel(parts, task);
+      else
+        for (std::size_t t = 0; t < parts; ++t) task(t);
     }
   }
   block.resize(at + kBlockHeader + key_bytes + nnz * sizeof(float));
@@ -584,9 +605,9 @@ template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayo
   template void zen_aggregate(const HashLayout&, std::uint32_t, std::vector<sparse::Entry<I>>&,  \
                               std::span<const std::uint64_t>, ZenServerSums<I>&, unsigned,       \
                               const ParallelTasks&);                                             \
-  template std::size_t zen_encode_pull_chunk(const HashLayout&, std::uint32_t,                   \
-                                             const ZenServerSums<I>&, std::size_t, std::size_t,  \
-                                             PullCoding, std::vector<std::uint8_t>&);            \
+  template std::size_t zen_encode_pull_chunk(                                                    \
+      const HashLayout&, std::uint32_t, const ZenServerSums<I>&, std::size_t, std::size_t,       \
+      PullCoding, std::vector<std::uint8_t>&, unsigned, const ParallelTasks&);                   \
   template void zen_encode_pull_block(const HashLayout&, std::uint32_t,                          \
                                       std::vector<sparse::Entry<I>>&, PullCoding,                \
                                       std::vector<std::uint8_t>&);

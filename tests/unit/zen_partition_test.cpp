@@ -300,6 +300,11 @@ TEST(ZenPull, ChunkedRoundTripWithBalancedBounds) {
           const std::size_t s1 = layout.granules_before(j, bounds[p + 1]) * 64;
           std::vector<std::uint8_t> block;
           const auto bytes = zen_encode_pull_chunk(layout, j, sums[j], s0, s1, coding, block);
+          for (const unsigned parts : {2u, 3u, 1000u}) {  // the same bytes, gathered in parts
+            std::vector<std::uint8_t> split;
+            zen_encode_pull_chunk(layout, j, sums[j], s0, s1, coding, split, parts, on_threads);
+            ASSERT_EQ(split, block) << parts << " parts";
+          }
           const std::uint64_t nnz = sums[j].nnz_before[s1 / 64] - sums[j].nnz_before[s0 / 64];
           ASSERT_EQ(bytes, zen_pull_block_bytes(s1 - s0, nnz, 4, coding)) << "announced size";
           ASSERT_EQ(block.size(), bytes);

@@ -190,11 +190,13 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    unsigned parts = 1, const ParallelTasks& parallel = {});
 // Step 2: appends the pull block of the server's slots [s0, s1) (multiples of 64) to `block`:
 // [u8 format][u64 nnz][bitmap | indices | Elias-Fano code][values]; returns its size
-// (= zen_pull_block_bytes).
+// (= zen_pull_block_bytes). With parts > 1 the values of a slot-buffer server are gathered by
+// `parts` tasks of `parallel` over ranges of the words: the same bytes for every number of parts.
 template <class Index>
 std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server,
                                   const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
-                                  PullCoding coding, std::vector<std::uint8_t>& block);
+                                  PullCoding coding, std::vector<std::uint8_t>& block,
+                                  unsigned parts = 1, const ParallelTasks& parallel = {});
 // One chunk covering all of [0, M).
 template <class Index>
 void zen_encode_pull_block(const HashLayout& layout, std::uint32_t server,
