@@ -13,6 +13,7 @@
 #include "../train/faults.h"  // --inject-fault's parser (torch-free, in atoll_core)
 #include "atoll/cli/commands.h"
 #include "atoll/comm/cpu_costs.h"
+#include "atoll/comm/parallel.h"
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/trace.h"
 #include "atoll/sync/network_probe.h"
@@ -447,6 +448,7 @@ int bench_sync(Communicator& comm, const BenchSyncOptions& o) {
   try {
     sparse::validate(o.generator);
     resolve_schemes(o.schemes);
+    comm::resolve_threads(o.threads, comm.ranks_on_node());  // at most this machine's cores
     arm_fault(comm, o.inject_fault);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());

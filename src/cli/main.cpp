@@ -464,6 +464,10 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--topk", tc.topk, "top-k share for dense gradients (0 = dense allreduce)")
       ->check(CLI::Range(0.0, 0.999999));
   train_cmd->add_option("--bucket-bytes", tc.bucket_bytes, "dense allreduce bucket size");
+  train_cmd->add_option("--sync-threads", tc.sync_threads,
+                        "worker threads per rank for Zen's aggregation and decode (default: the "
+                        "node's cores shared by its ranks; 1 under simulation); at most the "
+                        "machine's cores");
   train_cmd->add_option("--eval-every", tc.eval_every, "validation every K steps (0 = never)");
   train_cmd->add_option("--eval-windows", tc.eval_windows, "validation sequences");
   train_cmd->add_option("--log-every", tc.log_every, "progress line every K steps");

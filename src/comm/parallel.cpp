@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "atoll/comm/cpu_costs.h"
 
@@ -47,16 +49,30 @@ void run_parallel(Communicator& comm, unsigned threads, std::size_t tasks,
   const double wall0 = wall_seconds(), cpu0 = thread_cpu_seconds();
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  const auto count = static_cast<long>(tasks);
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (long t = 0; t < count; ++t) {
+  const auto run = [&](std::size_t t) {
     try {
-      task(static_cast<std::size_t>(t));
+      task(t);
     } catch (...) {
       const std::lock_guard lock(failure_mutex);
       if (!failure) failure = std::current_exception();
     }
+  };
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer does not see libgomp's synchronisation (it is not instrumented): plain
+  // threads here, so that what it reports are the tasks' own races.
+  std::vector<std::thread> helpers;
+  for (unsigned h = 1; h < std::min<std::size_t>(threads, tasks); ++h) {
+    helpers.emplace_back([&, h] {
+      for (std::size_t t = h; t < tasks; t += threads) run(t);
+    });
   }
+  for (std::size_t t = 0; t < tasks; t += threads) run(t);
+  for (auto& h : helpers) h.join();
+#else
+  const auto count = static_cast<long>(tasks);
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+  for (long t = 0; t < count; ++t) run(static_cast<std::size_t>(t));
+#endif
   const double wall = wall_seconds() - wall0, cpu = thread_cpu_seconds() - cpu0;
   const CpuCharging* charging = comm.cpu_charging();
   const bool table = charging != nullptr && charging->mode == CpuCharging::Mode::table;

@@ -1,6 +1,7 @@
 #include "ddp.h"
 
 #include "atoll/util/fault_point.h"
+#include "settings.h"
 #include "sharded_optimizer.h"
 
 namespace atl::train {
@@ -14,8 +15,8 @@ DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& c
       across_(across),
       overlap_(cfg.backward_overlap && !reduce_scatter && engine.dense_sync->overlaps()),
       E_(cfg.model.d_embed),
-      scheme_(sync::make_scheme(cfg.sync)),
-      dense_scheme_(sync::make_scheme(cfg.sync)),
+      scheme_(sync::make_scheme(cfg.sync, sync_options(cfg))),
+      dense_scheme_(sync::make_scheme(cfg.sync, sync_options(cfg))),
       comparison_(cfg.compare_schemes) {
   scheme_->prepare(comm);  // one-time setup (auto's network probe) before the first timed step
   dense_scheme_->prepare(comm);

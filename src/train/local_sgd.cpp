@@ -13,7 +13,7 @@ template <class Index>
 LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int workers,
                           comm::Communicator* group)
     : engine_(engine),
-      scheme_(sync::make_scheme(cfg.sync)),
+      scheme_(sync::make_scheme(cfg.sync, sync_options(cfg))),
       dense_(engine.dense),
       sync_every_(cfg.sync_every),
       sync_warmup_steps_(cfg.sync_warmup_steps),

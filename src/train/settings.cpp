@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "atoll/comm/parallel.h"
 #include "atoll/localsgd/penalty.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/util/files.h"
@@ -318,6 +319,12 @@ std::optional<std::string> check_config(const TrainConfig& c) {
   };
   if (!known(c.sync))
     return fmt::format("--sync: unknown scheme '{}' (valid: {})", c.sync, valid());
+  if (c.sync_threads > comm::machine_cores()) {
+    return fmt::format(
+        "--sync-threads {}: this machine has {} cores (threads per rank are at most "
+        "its cores)",
+        c.sync_threads, comm::machine_cores());
+  }
   for (const auto& n : c.compare_schemes) {
     if (!known(n)) {
       return fmt::format("--compare-schemes: unknown scheme '{}' (valid: {})", n, valid());
@@ -433,6 +440,12 @@ void check_run(Communicator& comm, const TrainConfig& cfg) {
     comm.agree(fmt::format("--inject-fault {}: rank {} does not exist (this run has {} ranks)",
                            cfg.inject_fault, r, comm.size()));
   }
+}
+
+sync::SchemeOptions sync_options(const TrainConfig& config) {
+  sync::SchemeOptions options;
+  options.threads = config.sync_threads;
+  return options;
 }
 
 double learning_rate(const TrainConfig& c, double peak, int step) {

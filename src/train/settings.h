@@ -6,6 +6,7 @@
 #include <string>
 
 #include "atoll/comm/communicator.h"
+#include "atoll/sync/scheme.h"
 #include "atoll/train/corpus.h"
 #include "atoll/train/trainer.h"
 
@@ -22,6 +23,9 @@ void agree_settings(comm::Communicator& comm, const TrainConfig& config);
 // (check_config), their agreement across ranks, and what depends on the world size (the shard
 // group, --inject-fault's ranks). Throws the same CollectiveError on every rank. Collective.
 void check_run(comm::Communicator& comm, const TrainConfig& config);
+
+// The sync schemes' options for this run (--sync-threads).
+sync::SchemeOptions sync_options(const TrainConfig& config);
 
 // Linear warm-up over --warmup-steps, then cosine decay to 10% of `peak` at --steps.
 double learning_rate(const TrainConfig& config, double peak, int step);

@@ -67,6 +67,7 @@ echo '{"format": "atoll-cpu-costs", "version": 1, "ops": {"zen.partition": {"ns_
   >"$tmp/bad-costs.json"
 expect_error cpu-cost-negative "bad-costs.json: operation 'zen.partition': ns_per_call = -1" \
   bench sync --cpu-cost "$tmp/bad-costs.json"
+expect_error threads-too-many "threads 1000: this machine has [0-9]+ cores" bench sync --threads 1000
 expect_error index-oob "out of range: must be < M = 1000" bench sync --trace "$tmp/index_oob"
 expect_error m-differ "disagree on M" bench sync --trace "$tmp/m_differ"
 expect_error truncated "truncated" bench sync --trace "$tmp/truncated"
@@ -176,6 +177,8 @@ printf '[trian]\nsteps = 3\n' > "$tmp/bad-section.toml"
 expect_error config-toml-bad-section "unknown section or key 'trian.steps'" train \
   --config "$tmp/bad-section.toml" --out "$tmp/x"
 printf '{"steps": 1, "dump_gradz": "x"}' > "$tmp/typo.json"
+expect_error sync-threads-too-many "sync-threads 1000: this machine has [0-9]+ cores" train \
+  --steps 1 --sync-threads 1000 --out "$tmp/x"
 expect_error config-json-typo "unknown key 'dump-gradz'" train --config "$tmp/typo.json" --out "$tmp/x"
 
 # issue 13: plan / wan-sim / schedule files

@@ -105,7 +105,10 @@ struct TrainConfig {
   double weight_decay = 0.01;
   int warmup_steps = 20;     // linear warm-up, then cosine decay to 10% of the peak
   std::string sync = "zen";  // sparse scheme for the embedding gradient (see atoll bench sync)
-  double topk = 0;           // > 0: dense gradients top-k compressed (share kept), error feedback
+  // Worker threads per rank for the sync schemes that use them (Zen's aggregation and decode);
+  // 0: the node's cores shared by the ranks on it (comm::resolve_threads; 1 under simulation).
+  unsigned sync_threads = 0;
+  double topk = 0;  // > 0: dense gradients top-k compressed (share kept), error feedback
   std::uint64_t bucket_bytes = 25ull << 20;  // dense allreduce bucket size
   int eval_every = 50;     // validation loss / perplexity every K steps (and at 0 and the end)
   int eval_windows = 256;  // validation sequences (spread over the split, shared out by rank)
