@@ -76,9 +76,9 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
 
     if (threads_ == 0) threads_ = comm::resolve_threads(threads_requested_, comm.ranks_on_node());
     Scratch<Index>& sc = scratch<Index>();
-    // With worker threads the aggregation and each chunk's decode are split into ranges
-    // done in parallel (no MPI progress
-    // calls inside; comm::run_parallel charges the section's wall time under SMPI).
+    // With worker threads the aggregation, the encode and each chunk's decode are split into
+    // ranges done in parallel (no MPI progress calls inside; comm::run_parallel charges the
+    // section's wall time under SMPI).
     const sync::ParallelTasks parallel = [&](std::size_t tasks,
                                              const std::function<void(std::size_t)>& task) {
       comm::run_parallel(comm, threads_, tasks, task);
