@@ -10,6 +10,7 @@
 
 #include "atoll/comm/communicator.h"
 #include "atoll/comm/parallel.h"
+#include "mpi_test_main.h"
 
 namespace {
 
@@ -74,15 +75,4 @@ TEST(ParallelCharge, ATaskFailureIsRethrownAfterAllTasksEnd) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  atl::comm::MpiRuntime runtime(&argc, &argv);
-  auto comm = atl::comm::Communicator::world();
-  g_comm = &comm;
-  if (comm.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int failed = RUN_ALL_TESTS();
-  return comm.allreduce_value<std::int32_t>(failed, atl::comm::ReduceOp::max);
-}
+int main(int argc, char** argv) { return atl::testing::run_mpi_tests(argc, argv, g_comm); }
