@@ -2,21 +2,37 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace atl::sparse {
 
 template <class Index>
 std::optional<std::string> SparseGradient<Index>::check() const {
-  if (indices.size() != values.size()) {
+  if (width == 0) return std::string("sparse gradient has block width 0 (must be at least 1)");
+  if (width == 1 && indices.size() != values.size()) {
     return fmt::format("sparse gradient has {} indices but {} values", indices.size(),
                        values.size());
+  }
+  if (width > 1 && values.size() != indices.size() * width) {
+    return fmt::format("sparse gradient of blocks of {} has {} indices but {} values (must be {})",
+                       width, indices.size(), values.size(), indices.size() * width);
   }
   if (elements > max_elements<Index>()) {
     return fmt::format("element count {} does not fit {}-bit indices", elements, 8 * sizeof(Index));
   }
+  if (elements % width != 0) {
+    return fmt::format("element count M = {} is not a multiple of the block width {}", elements,
+                       width);
+  }
+  const std::uint64_t bound = elements / width;
   for (std::size_t i = 0; i < indices.size(); ++i) {
-    if (indices[i] >= elements) {
-      return fmt::format("index {} at position {} is out of range: must be < M = {}",
-                         static_cast<std::uint64_t>(indices[i]), i, elements);
+    if (indices[i] >= bound) {
+      if (width == 1) {
+        return fmt::format("index {} at position {} is out of range: must be < M = {}",
+                           static_cast<std::uint64_t>(indices[i]), i, elements);
+      }
+      return fmt::format("block {} at position {} is out of range: must be < M / {} = {}",
+                         static_cast<std::uint64_t>(indices[i]), i, width, bound);
     }
     if (i > 0 && indices[i] <= indices[i - 1]) {
       return fmt::format("indices must be sorted and unique: index {} at position {} follows {}",
@@ -35,8 +51,46 @@ void SparseGradient<Index>::validate() const {
 template <class Index>
 std::vector<float> SparseGradient<Index>::to_dense() const {
   std::vector<float> dense(elements, 0.0f);
-  for (std::size_t i = 0; i < indices.size(); ++i) dense[indices[i]] = values[i];
+  const std::size_t w = width;
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    std::copy_n(values.data() + i * w, w, dense.data() + static_cast<std::size_t>(indices[i]) * w);
   return dense;
+}
+
+template <class Index>
+void expand_blocks(const SparseGradient<Index>& grad, SparseGradient<Index>& out) {
+  const std::size_t w = grad.width;
+  out.elements = grad.elements;
+  out.width = 1;
+  out.values = grad.values;
+  out.indices.resize(grad.indices.size() * w);
+  Index* dst = out.indices.data();
+  for (const Index block : grad.indices) {
+    const Index base = static_cast<Index>(block * w);
+    for (std::size_t j = 0; j < w; ++j) *dst++ = static_cast<Index>(base + j);
+  }
+}
+
+template <class Index>
+SparseGradient<Index> group_blocks(const SparseGradient<Index>& grad, std::uint32_t width) {
+  if (width == 0 || grad.width != 1 || grad.elements % width != 0) {
+    throw InvalidGradient(fmt::format(
+        "cannot group a gradient of M = {} (block width {}) into blocks of {}: M must be a "
+        "multiple of a positive width, and the gradient in element form",
+        grad.elements, grad.width, width));
+  }
+  SparseGradient<Index> out;
+  out.elements = grad.elements;
+  out.width = width;
+  for (std::size_t i = 0; i < grad.indices.size(); ++i) {
+    const auto block = static_cast<Index>(grad.indices[i] / width);
+    if (out.indices.empty() || out.indices.back() != block) {
+      out.indices.push_back(block);
+      out.values.resize(out.values.size() + width, 0.0f);
+    }
+    out.values[out.values.size() - width + grad.indices[i] % width] = grad.values[i];
+  }
+  return out;
 }
 
 template <class Index>
@@ -81,6 +135,12 @@ void merge_add(std::span<const Index> a_idx, std::span<const float> a_val,
 
 template struct SparseGradient<std::uint32_t>;
 template struct SparseGradient<std::uint64_t>;
+template void expand_blocks(const SparseGradient<std::uint32_t>&, SparseGradient<std::uint32_t>&);
+template void expand_blocks(const SparseGradient<std::uint64_t>&, SparseGradient<std::uint64_t>&);
+template SparseGradient<std::uint32_t> group_blocks(const SparseGradient<std::uint32_t>&,
+                                                    std::uint32_t);
+template SparseGradient<std::uint64_t> group_blocks(const SparseGradient<std::uint64_t>&,
+                                                    std::uint32_t);
 template void merge_add<std::uint32_t>(std::span<const std::uint32_t>, std::span<const float>,
                                        std::span<const std::uint32_t>, std::span<const float>,
                                        std::vector<std::uint32_t>&, std::vector<float>&);

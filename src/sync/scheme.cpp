@@ -57,8 +57,11 @@ std::uint64_t SyncResult<Index>::checksum() const {
     for (std::size_t i = 0; i < dense.size(); ++i)
       if (dense[i] != 0.0f) f.add_entry(i, dense[i]);
   } else {
-    for (std::size_t i = 0; i < sparse.indices.size(); ++i)
-      if (sparse.values[i] != 0.0f) f.add_entry(sparse.indices[i], sparse.values[i]);
+    const std::size_t w = sparse.width;
+    for (std::size_t i = 0; i < sparse.values.size(); ++i) {
+      if (sparse.values[i] != 0.0f)
+        f.add_entry(static_cast<std::uint64_t>(sparse.indices[i / w]) * w + i % w, sparse.values[i]);
+    }
   }
   return f.h;
 }
@@ -68,7 +71,7 @@ template struct SyncResult<std::uint64_t>;
 
 void check_input(Communicator& comm, const SyncScheme& scheme,
                  const std::optional<std::string>& local_problem, std::uint64_t elements,
-                 std::uint64_t local_nnz) {
+                 std::uint64_t local_nnz, std::uint32_t width) {
   std::optional<std::string> problem = local_problem;
   if (!problem && elements == 0) problem = "element count M must be positive";
   if (!problem) {
@@ -76,9 +79,10 @@ void check_input(Communicator& comm, const SyncScheme& scheme,
         scheme.dense_memory_bytes(elements, comm.size(), local_nnz), comm.ranks_on_node(),
         fmt::format("scheme {} at M = {} on {} ranks", scheme.name(), elements, comm.size()));
   }
-  // One collective on the hot path: the max of (failed?, M, ~M) tells every rank whether any rank
-  // failed and the largest and smallest M. Only a failure pays for agree()'s message broadcast.
-  std::uint64_t v[3] = {problem ? 1u : 0u, elements, ~elements};
+  // One collective on the hot path: the max of (failed?, M, ~M, w, ~w) tells every rank whether
+  // any rank failed and the largest and smallest M and block width. Only a failure pays for
+  // agree()'s message broadcast.
+  std::uint64_t v[5] = {problem ? 1u : 0u, elements, ~elements, width, ~std::uint64_t{width}};
   comm.allreduce<std::uint64_t>(v, comm::ReduceOp::max);
   if (v[0]) comm.agree(problem);  // collective on every rank (v[0] is the same everywhere); throws
   const std::uint64_t hi = v[1], lo = ~v[2];
@@ -86,6 +90,11 @@ void check_input(Communicator& comm, const SyncScheme& scheme,
     throw comm::CollectiveError(
         fmt::format("element count M differs across ranks (min {}, max {}; this rank has {})", lo,
                     hi, elements));
+  }
+  if (v[3] != ~v[4]) {
+    throw comm::CollectiveError(
+        fmt::format("block width differs across ranks (min {}, max {}; this rank has {})", ~v[4],
+                    v[3], width));
   }
 }
 

@@ -28,6 +28,7 @@
 #include "atoll/util/fault_point.h"
 #include "common.h"
 #include "schemes.h"
+#include "zen_row_sync.h"
 
 namespace atl::sync {
 namespace {
@@ -53,8 +54,10 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       coding_ = PullCoding::elias_fano;
     else if (!o.zen_allow_bitmap)
       coding_ = PullCoding::coo;
+    rows_.emplace(seed_, coding_);
   }
   std::string_view name() const override { return name_; }
+  bool takes_blocks() const override { return true; }
   std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
     // The hash layout (≈ 14 bytes per 64 indices), and a server's slot sums (≈ M/n floats, plus
     // their bitmap) where it could receive at least one entry per 16 slots.
@@ -66,6 +69,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
+    if (grad.width > 1) return rows_->run(comm, grad, out);  // zen_rows.h: one index per row
     const auto n = static_cast<std::uint32_t>(comm.size());
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     const std::uint64_t M = grad.elements;
@@ -293,6 +297,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,
       op_decode_;  // cpu_costs.h
   HashLayout layout_;
+  std::optional<ZenRowSync> rows_;  // gradients of blocks
   Scratch<std::uint32_t> scratch32_;
   Scratch<std::uint64_t> scratch64_;
 };

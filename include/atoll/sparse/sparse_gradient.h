@@ -4,6 +4,13 @@
 // ones may be non-zero. Invariants (checked by validate()): indices sorted strictly increasing
 // (hence unique), every index < M, indices.size() == values.size(). Explicit zero values are
 // allowed. Index is std::uint32_t (M <= 2^32) or std::uint64_t.
+//
+// Blocks (issue 18 item 7): with width w > 1 every index names a block of w consecutive elements
+// (elements [index·w, index·w + w), e.g. one row of an embedding table), and values holds w values
+// per index, block after block: M % w == 0, every index < M / w, values.size() == w·nnz(). An
+// embedding gradient then carries one index per row instead of one per value. Schemes that take
+// blocks natively say so (SyncScheme::takes_blocks); the others are given the element form
+// (expand_blocks).
 #pragma once
 
 #include <cstdint>
@@ -29,9 +36,13 @@ struct SparseGradient {
   std::uint64_t elements = 0;  // M: the dense size of the tensor
   std::vector<Index> indices;
   std::vector<float> values;
+  std::uint32_t width = 1;  // values per index (a block of consecutive elements)
 
+  // Indices held (blocks when width > 1); value_count() is the values held.
   std::size_t nnz() const { return indices.size(); }
-  double density() const { return elements ? static_cast<double>(nnz()) / elements : 0.0; }
+  std::size_t value_count() const { return values.size(); }
+  std::uint64_t blocks() const { return width ? elements / width : 0; }  // M / w
+  double density() const { return elements ? static_cast<double>(value_count()) / elements : 0.0; }
 
   // nullopt if the invariants hold, else a message naming the first violation.
   std::optional<std::string> check() const;
@@ -43,6 +54,15 @@ struct SparseGradient {
   // The non-zero entries of a dense vector (exact zeros are dropped).
   static SparseGradient from_dense(std::span<const float> dense);
 };
+
+// The element form (width 1) of a gradient of blocks: every value of every block, zeros included.
+// `out` is overwritten (reusing its buffers).
+template <class Index>
+void expand_blocks(const SparseGradient<Index>& grad, SparseGradient<Index>& out);
+// The block form of width w of an element-form gradient (M % w == 0): every block holding at least
+// one listed index, its unlisted elements as explicit zeros. Exact: the same dense vector.
+template <class Index>
+SparseGradient<Index> group_blocks(const SparseGradient<Index>& grad, std::uint32_t width);
 
 // The largest M representable with this index type.
 template <class Index>

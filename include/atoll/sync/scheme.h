@@ -6,7 +6,10 @@
 // that
 //   differs across ranks ends in CollectiveError on every rank;
 // - output: SyncResult, either sparse (sorted unique indices, may hold explicit zeros) or dense
-//   (M floats), whichever is the scheme's natural form; absent entries are zero. All ranks hold the
+//   (M floats), whichever is the scheme's natural form; absent entries are zero. A gradient of
+//   blocks (SparseGradient::width > 1) is taken as blocks by the schemes that say so
+//   (takes_blocks(): their sparse result has the input's width) and as its element form by the
+//   others (their result has width 1); the sum is the same. All ranks hold the
 //   same result. Summation order differs between schemes (floats: equal within rounding; integer
 //   valued floats: bit-identical).
 #pragma once
@@ -80,6 +83,9 @@ class SyncScheme {
   // One-time setup a scheme would otherwise do inside its first call (auto's network probe), so
   // that callers who time calls can do it first. Collective; calling it again does nothing.
   virtual void prepare(Communicator& comm) { (void)comm; }
+  // Whether a gradient of blocks (width > 1) is synchronized as blocks: one index per block on
+  // the wire (Zen and its variants). The others get its element form, expanded on entry.
+  virtual bool takes_blocks() const { return false; }
   // Bytes of working memory one call needs on each rank that grow with M (dense buffers, Zen's
   // server slots), for `ranks` ranks when this rank holds `local_nnz` non-zeros (buffers that a
   // scheme allocates only for dense enough data count where the data could be: n·nnz·16 ≥ the
@@ -121,29 +127,44 @@ std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptio
 std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& stats);
 
 // Collective input check: local validity, M's working memory within what the node has free
-// (SyncScheme::dense_memory_bytes) and equal M on all ranks, else CollectiveError everywhere.
+// (SyncScheme::dense_memory_bytes) and equal M and block width on all ranks, else CollectiveError
+// everywhere.
 void check_input(Communicator& comm, const SyncScheme& scheme,
                  const std::optional<std::string>& local_problem, std::uint64_t elements,
-                 std::uint64_t local_nnz);
+                 std::uint64_t local_nnz, std::uint32_t width = 1);
 
 // CRTP adapter: a scheme implements
 // `template <class Index> void run(Communicator&, const SparseGradient<Index>&,
-// SyncResult<Index>&)` and finds `out` with its stats cleared.
+// SyncResult<Index>&)` and finds `out` with its stats cleared. Unless it takes blocks
+// (takes_blocks()), run() sees only element-form gradients (width 1): blocks are expanded here.
 template <class Derived>
 class SchemeBase : public SyncScheme {
  public:
   void synchronize(Communicator& c, const SparseGradient<std::uint32_t>& g,
                    SyncResult<std::uint32_t>& out) override {
-    check_input(c, *this, g.check(), g.elements, g.nnz());
-    out.stats = {};
-    static_cast<Derived*>(this)->template run<std::uint32_t>(c, g, out);
+    dispatch(c, g, out, expanded32_);
   }
   void synchronize(Communicator& c, const SparseGradient<std::uint64_t>& g,
                    SyncResult<std::uint64_t>& out) override {
-    check_input(c, *this, g.check(), g.elements, g.nnz());
-    out.stats = {};
-    static_cast<Derived*>(this)->template run<std::uint64_t>(c, g, out);
+    dispatch(c, g, out, expanded64_);
   }
+
+ private:
+  template <class Index>
+  void dispatch(Communicator& c, const SparseGradient<Index>& g, SyncResult<Index>& out,
+                SparseGradient<Index>& expanded) {
+    check_input(c, *this, g.check(), g.elements, g.value_count(), g.width);
+    out.stats = {};
+    out.sparse.width = 1;
+    if (g.width > 1 && !takes_blocks()) {
+      sparse::expand_blocks(g, expanded);
+      static_cast<Derived*>(this)->template run<Index>(c, expanded, out);
+    } else {
+      static_cast<Derived*>(this)->template run<Index>(c, g, out);
+    }
+  }
+  SparseGradient<std::uint32_t> expanded32_;  // the element form of a gradient of blocks
+  SparseGradient<std::uint64_t> expanded64_;
 };
 
 // Records one phase (time and metered traffic) into `stats` when it goes out of scope.

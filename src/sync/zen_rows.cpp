@@ -1,0 +1,274 @@
+// Zen's building blocks over rows (include/atoll/sync/zen_rows.h).
+#include "atoll/sync/zen_rows.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+
+#include "atoll/sparse/elias_fano.h"
+#include "atoll/sync/scheme.h"
+#include "zen_blocks.h"
+
+namespace atl::sync {
+
+using namespace zen_blocks;
+
+namespace {
+
+template <class T>
+T load(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+std::size_t row_bytes(std::uint32_t width, std::size_t index_bytes) {
+  return index_bytes + std::size_t{width} * sizeof(float);
+}
+
+}  // namespace
+
+template <class Index>
+void zen_row_partition(const SparseGradient<Index>& grad, const HashLayout& layout,
+                       RowPartition<Index>& part) {
+  const std::uint32_t n = layout.servers();
+  const std::size_t w = grad.width;
+  const auto owners = layout.owner_table();
+  std::vector<std::size_t> rows(n, 0);
+  for (const Index r : grad.indices) ++rows[owners[r / kZenGranule]];
+  part.counts.assign(n, 0);
+  std::vector<std::size_t> id_at(n), value_at(n);
+  std::size_t offset = 0;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    part.counts[j] = rows[j] * row_bytes(grad.width, sizeof(Index));
+    id_at[j] = offset;
+    value_at[j] = offset + rows[j] * sizeof(Index);
+    offset += part.counts[j];
+  }
+  part.bytes.resize(offset);
+  std::uint8_t* base = part.bytes.data();
+  for (std::size_t i = 0; i < grad.indices.size(); ++i) {
+    const Index r = grad.indices[i];
+    const std::uint32_t j = owners[r / kZenGranule];
+    std::memcpy(base + id_at[j], &r, sizeof(Index));
+    id_at[j] += sizeof(Index);
+    std::memcpy(base + value_at[j], grad.values.data() + i * w, w * sizeof(float));
+    value_at[j] += w * sizeof(float);
+  }
+}
+
+template <class Index>
+void zen_row_aggregate(const HashLayout& layout, std::uint32_t server, std::uint32_t width,
+                       std::span<const std::uint8_t> received, std::span<const std::size_t> counts,
+                       ZenRowSums& sums) {
+  const std::size_t w = width, stride = row_bytes(width, sizeof(Index));
+  const std::uint64_t R = layout.elements();
+  const auto owners = layout.owner_table();
+  const std::size_t slots = layout.slot_count(server);
+  sums.width = width;
+  sums.words.assign(slots / 64, 0);
+  sums.pos.resize(slots);
+  sums.values.clear();
+  sums.rows = 0;
+  std::size_t offset = 0;
+  for (std::size_t j = 0; j < counts.size(); ++j) {
+    if (counts[j] % stride != 0) {
+      throw MalformedMessage(
+          fmt::format("zen: push from rank {} is {} bytes, not a whole number of rows of {} bytes",
+                      j, counts[j], stride));
+    }
+    const std::size_t k = counts[j] / stride;
+    const std::uint8_t* ids = received.data() + offset;
+    const std::uint8_t* vals = ids + k * sizeof(Index);
+    for (std::size_t i = 0; i < k; ++i) {
+      const auto r = static_cast<std::uint64_t>(load<Index>(ids + i * sizeof(Index)));
+      if (r >= R || owners[r / kZenGranule] != server ||
+          (i > 0 && r <= load<Index>(ids + (i - 1) * sizeof(Index)))) {
+        throw MalformedMessage(fmt::format(
+            "zen: push from rank {} holds row {} at position {}, which is not an increasing row "
+            "below {} owned by server {}",
+            j, r, i, R, server));
+      }
+      const std::size_t s = layout.slot(r);
+      std::uint64_t& word = sums.words[s / 64];
+      const std::uint64_t bit = std::uint64_t{1} << (s % 64);
+      if (!(word & bit)) {
+        word |= bit;
+        sums.pos[s] = static_cast<std::uint32_t>(sums.rows++);
+        const std::size_t at = sums.values.size();
+        sums.values.resize(at + w);
+        std::memcpy(sums.values.data() + at, vals + i * w * sizeof(float), w * sizeof(float));
+      } else {
+        float* dst = sums.values.data() + std::size_t{sums.pos[s]} * w;
+        const std::uint8_t* src = vals + i * w * sizeof(float);
+        for (std::size_t c = 0; c < w; ++c) dst[c] += load<float>(src + c * sizeof(float));
+      }
+    }
+    offset += counts[j];
+  }
+}
+
+std::size_t zen_row_block_bytes(std::size_t slots, std::uint64_t rows, std::uint32_t width,
+                                std::size_t index_bytes, PullCoding coding) {
+  return kBlockHeader + zen_pull_key_bytes(slots, rows, index_bytes, coding) +
+         rows * std::size_t{width} * sizeof(float);
+}
+
+template <class Index>
+std::size_t zen_row_encode(const HashLayout& layout, std::uint32_t server, const ZenRowSums& sums,
+                           PullCoding coding, std::vector<std::uint8_t>& block) {
+  const std::size_t slots = layout.slot_count(server), w = sums.width;
+  const std::uint8_t format = zen_pull_format(slots, sums.rows, sizeof(Index), coding);
+  const std::size_t start = block.size();
+  block.push_back(format);
+  const std::uint64_t rows = sums.rows;
+  block.resize(block.size() + 8);
+  std::memcpy(block.data() + block.size() - 8, &rows, 8);
+  auto for_each_slot = [&](auto&& f) {
+    for (std::size_t wi = 0; wi < sums.words.size(); ++wi)
+      for (std::uint64_t word = sums.words[wi]; word; word &= word - 1)
+        f(wi * 64 + static_cast<std::size_t>(std::countr_zero(word)));
+  };
+  if (format == kBitmap) {
+    const std::size_t at = block.size();
+    block.resize(at + slots / 8);
+    std::memcpy(block.data() + at, sums.words.data(), slots / 8);
+  } else if (format == kCoo) {
+    for_each_slot([&](std::size_t s) {
+      const auto r = static_cast<Index>(layout.index_of(server, s));
+      const std::size_t at = block.size();
+      block.resize(at + sizeof(Index));
+      std::memcpy(block.data() + at, &r, sizeof(Index));
+    });
+  } else {
+    std::vector<std::uint64_t> positions;
+    positions.reserve(rows);
+    for_each_slot([&](std::size_t s) { positions.push_back(s); });
+    sparse::elias_fano_encode(positions, slots, block);
+  }
+  const std::size_t at = block.size();
+  block.resize(at + rows * w * sizeof(float));
+  std::uint8_t* dst = block.data() + at;
+  for_each_slot([&](std::size_t s) {
+    std::memcpy(dst, sums.values.data() + std::size_t{sums.pos[s]} * w, w * sizeof(float));
+    dst += w * sizeof(float);
+  });
+  return block.size() - start;
+}
+
+namespace {
+
+// One server's block as the walk reads it: its slots' bitmap and its values.
+struct DecodedKey {
+  std::vector<std::uint64_t> words;
+  const std::uint8_t* values = nullptr;
+  std::uint64_t rows = 0, next = 0;
+};
+
+template <class Index>
+void decode_key(const HashLayout& layout, std::uint32_t server, std::uint32_t width,
+                std::span<const std::uint8_t> block, std::uint64_t rows, PullCoding coding,
+                DecodedKey& key) {
+  const std::size_t slots = layout.slot_count(server);
+  const std::size_t expected = zen_row_block_bytes(slots, rows, width, sizeof(Index), coding);
+  const std::uint8_t format = zen_pull_format(slots, rows, sizeof(Index), coding);
+  auto fail = [&](const std::string& what) {
+    throw std::runtime_error(fmt::format("zen: pull block from server {}: {}", server, what));
+  };
+  if (block.size() != expected)
+    fail(fmt::format("{} bytes, {} announced rows need {}", block.size(), rows, expected));
+  if (block[0] != format) fail(fmt::format("format {}, expected {}", block[0], format));
+  if (load<std::uint64_t>(block.data() + 1) != rows)
+    fail(fmt::format("{} rows, {} announced", load<std::uint64_t>(block.data() + 1), rows));
+  const std::uint8_t* k = block.data() + kBlockHeader;
+  const std::size_t key_bytes = format_key_bytes(format, slots, rows, sizeof(Index));
+  key.words.assign(slots / 64, 0);
+  if (format == kBitmap) {
+    std::memcpy(key.words.data(), k, slots / 8);
+    std::uint64_t count = 0;
+    for (const auto word : key.words) count += static_cast<std::uint64_t>(std::popcount(word));
+    if (count != rows) fail(fmt::format("bitmap of {} rows, {} announced", count, rows));
+  } else if (format == kCoo) {
+    const auto owners = layout.owner_table();
+    for (std::uint64_t i = 0; i < rows; ++i) {
+      const auto r = static_cast<std::uint64_t>(load<Index>(k + i * sizeof(Index)));
+      if (r >= layout.elements() || owners[r / kZenGranule] != server ||
+          (i > 0 && r <= load<Index>(k + (i - 1) * sizeof(Index))))
+        fail(fmt::format("row {} at position {} is not an increasing row of this server", r, i));
+      const std::size_t s = layout.slot(r);
+      key.words[s / 64] |= std::uint64_t{1} << (s % 64);
+    }
+  } else {
+    sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), slots, rows,
+                                     key.words);
+  }
+  key.values = k + key_bytes;
+  key.rows = rows;
+  key.next = 0;
+}
+
+}  // namespace
+
+template <class Index>
+void zen_row_decode(const HashLayout& layout, std::uint32_t width,
+                    std::span<const std::uint8_t> blocks, std::span<const std::size_t> counts,
+                    std::span<const std::uint64_t> rows, std::span<const PullCoding> codings,
+                    SparseGradient<Index>& out) {
+  const std::uint32_t n = layout.servers();
+  const std::uint64_t R = layout.elements();
+  const std::size_t w = width;
+  std::vector<DecodedKey> keys(n);
+  std::uint64_t total = 0;
+  std::size_t offset = 0;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (offset + counts[j] > blocks.size())
+      throw std::runtime_error(fmt::format("zen: pull block from server {} overruns", j));
+    decode_key<Index>(layout, j, width, blocks.subspan(offset, counts[j]), rows[j], codings[j],
+                      keys[j]);
+    offset += counts[j];
+    total += rows[j];
+  }
+  if (total > R)
+    throw std::runtime_error(fmt::format("zen: servers announced {} rows of {}", total, R));
+  out.elements = R * w;
+  out.width = width;
+  out.indices.resize(total);
+  out.values.resize(total * w);
+  const auto owners = layout.owner_table();
+  std::size_t pos = 0;
+  for (std::uint64_t g = 0; g * kZenGranule < R; ++g) {
+    const std::uint32_t j = owners[g];
+    DecodedKey& key = keys[j];
+    for (std::uint64_t word = key.words[layout.slot(g * kZenGranule) / 64]; word;
+         word &= word - 1) {
+      const std::uint64_t r = g * kZenGranule + static_cast<std::uint64_t>(std::countr_zero(word));
+      if (r >= R)
+        throw std::runtime_error(fmt::format("zen: pull block from server {} sets row {} of {}",
+                                             j, r, R));
+      out.indices[pos] = static_cast<Index>(r);
+      std::memcpy(out.values.data() + pos * w, key.values + key.next * w * sizeof(float),
+                  w * sizeof(float));
+      ++key.next;
+      ++pos;
+    }
+  }
+}
+
+#define ATL_ZEN_ROWS(Index)                                                                       \
+  template void zen_row_partition(const SparseGradient<Index>&, const HashLayout&,                \
+                                  RowPartition<Index>&);                                          \
+  template void zen_row_aggregate<Index>(const HashLayout&, std::uint32_t, std::uint32_t,         \
+                                         std::span<const std::uint8_t>,                           \
+                                         std::span<const std::size_t>, ZenRowSums&);              \
+  template std::size_t zen_row_encode<Index>(const HashLayout&, std::uint32_t, const ZenRowSums&, \
+                                             PullCoding, std::vector<std::uint8_t>&);             \
+  template void zen_row_decode(const HashLayout&, std::uint32_t, std::span<const std::uint8_t>,   \
+                               std::span<const std::size_t>, std::span<const std::uint64_t>,      \
+                               std::span<const PullCoding>, SparseGradient<Index>&);
+ATL_ZEN_ROWS(std::uint32_t)
+ATL_ZEN_ROWS(std::uint64_t)
+#undef ATL_ZEN_ROWS
+
+}  // namespace atl::sync
