@@ -468,6 +468,9 @@ int main(int argc, char** argv) {
                         "worker threads per rank for Zen's aggregation and decode (default: the "
                         "node's cores shared by its ranks; 1 under simulation); at most the "
                         "machine's cores");
+  train_cmd->add_option("--embedding-rows", tc.embedding_rows,
+                        "the embedding's gradient as rows, one index per row on Zen's wire "
+                        "(default true); false: one index per value");
   train_cmd->add_option("--eval-every", tc.eval_every, "validation every K steps (0 = never)");
   train_cmd->add_option("--eval-windows", tc.eval_windows, "validation sequences");
   train_cmd->add_option("--log-every", tc.log_every, "progress line every K steps");

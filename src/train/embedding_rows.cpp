@@ -1,6 +1,9 @@
 #include "embedding_rows.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <stdexcept>
 
 namespace atl::train {
 
@@ -29,6 +32,17 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
       for (std::int64_t j = 0; j < E && !any; ++j) any = src[j] != 0.0f;
       if (any) add_row(row, [&](float* dst) { std::copy(src, src + E, dst); });
     }
+  } else if (result.sparse.width > 1) {
+    if (result.sparse.width != static_cast<std::uint64_t>(E)) {
+      throw std::logic_error(fmt::format("touched_rows: a result of blocks of {} for rows of {}",
+                                         result.sparse.width, E));
+    }
+    const auto& idx = result.sparse.indices;
+    const float* val = result.sparse.values.data();
+    out.values.reserve(result.sparse.values.size());
+    for (std::size_t k = 0; k < idx.size(); ++k)
+      add_row(static_cast<std::int64_t>(idx[k]),
+              [&](float* dst) { std::copy_n(val + k * E, E, dst); });
   } else {
     // One pass in index order: a row's entries are consecutive (the result is sorted), found by
     // comparing with the row's end instead of dividing every index; each value scaled as it is

@@ -15,9 +15,9 @@ struct RowGradient {
   std::vector<float> values;
 };
 
-// Rows with any non-zero entry in the summed gradient (M = rows × E elements, either result form),
-// each multiplied by `scale` (1 / world size: the mean). Both result forms give the same rows (a
-// row whose sum is exactly zero everywhere is skipped by both).
+// Rows with any non-zero entry in the summed gradient (M = rows × E elements, either result form;
+// a sparse result of width 1 or E), each multiplied by `scale` (1 / world size: the mean). Every
+// form gives the same rows (a row whose sum is exactly zero everywhere is skipped by all).
 template <class Index>
 RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, double scale);
 

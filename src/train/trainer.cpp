@@ -261,12 +261,15 @@ bool TrainRun<Index>::step(int step) {
   const double delay_s =
       slowdown_.apply(comm_, step, fixed_compute ? cfg_.sim_compute_s : timer_.seconds("model"));
   timer_.start("dump");
-  auto local = embedding_gradient<Index>(engine_.embedding, engine_.model->tok_rows, engine_.vocab);
+  auto local = embedding_gradient<Index>(engine_.embedding, engine_.model->tok_rows, engine_.vocab,
+                                         cfg_.embedding_rows);
   if (!cfg_.dump_grads.empty() &&
       (cfg_.dump_grads_steps == 0 || step - start_ <= cfg_.dump_grads_steps)) {
     agreed(comm_, [&] {
-      sparse::write_trace(sparse::trace_path(cfg_.dump_grads, step, rank_), local, rank_, world_,
-                          step);
+      sparse::SparseGradient<Index> elements;  // traces hold the element form
+      if (local.width > 1) sparse::expand_blocks(local, elements);
+      sparse::write_trace(sparse::trace_path(cfg_.dump_grads, step, rank_),
+                          local.width > 1 ? elements : local, rank_, world_, step);
     });
   }
 

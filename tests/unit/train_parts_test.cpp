@@ -98,6 +98,13 @@ void check_random_rows(std::int64_t E, std::int64_t V, double density, unsigned 
   const auto a = touched_rows(sparse_form, E, 1.0 / 3), b = touched_rows(dense_form, E, 1.0 / 3);
   EXPECT_EQ(a.rows, b.rows) << "E " << E << " density " << density;
   EXPECT_EQ(a.values, b.values) << "E " << E << " density " << density;
+  if (E == 1) return;
+  // The same sum as rows (a Zen result of blocks of E): the same rows.
+  sync::SyncResult<Index> row_form;
+  row_form.sparse = sparse::group_blocks(sparse_form.sparse, static_cast<std::uint32_t>(E));
+  const auto c = touched_rows(row_form, E, 1.0 / 3);
+  EXPECT_EQ(c.rows, b.rows) << "rows, E " << E << " density " << density;
+  EXPECT_EQ(c.values, b.values) << "rows, E " << E << " density " << density;
 }
 
 TEST(EmbeddingRows, OnePassWalkMatchesTheDenseForm) {
@@ -121,6 +128,13 @@ TEST(EmbeddingGrad, RowsBecomeElementIndices) {
   EXPECT_EQ(g.values, (std::vector<float>{1, 1, 1, 2, 2, 2}));
   torch::nn::Embedding unused(torch::nn::EmbeddingOptions(6, 3).sparse(true));
   EXPECT_EQ(embedding_gradient<std::uint64_t>(unused->weight).nnz(), 0u);
+  // As rows: one index per row, the same values, the same dense vector.
+  const auto r = embedding_gradient<std::uint32_t>(emb->weight, {}, 0, true);
+  EXPECT_EQ(r.width, 3u);
+  EXPECT_EQ(r.indices, (std::vector<std::uint32_t>{1, 4}));
+  EXPECT_EQ(r.values, g.values);
+  EXPECT_FALSE(r.check().has_value());
+  EXPECT_EQ(r.to_dense(), g.to_dense());
 }
 
 // A compact table (the sharded embedding: rows 2, 5 and 9 of a 10-row vocabulary) gives the

@@ -108,6 +108,9 @@ struct TrainConfig {
   // Worker threads per rank for the sync schemes that use them (Zen's aggregation and decode);
   // 0: the node's cores shared by the ranks on it (comm::resolve_threads; 1 under simulation).
   unsigned sync_threads = 0;
+  // The embedding's gradient as rows (one index per row of E values; Zen carries them as rows,
+  // the other schemes as elements) or, off, as elements (one index per value).
+  bool embedding_rows = true;
   double topk = 0;  // > 0: dense gradients top-k compressed (share kept), error feedback
   std::uint64_t bucket_bytes = 25ull << 20;  // dense allreduce bucket size
   int eval_every = 50;     // validation loss / perplexity every K steps (and at 0 and the end)
