@@ -274,6 +274,18 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     comm.allreduce<float>(magnitude, ReduceOp::sum);
   }
 
+  // --row-width: the same gradient as rows (the characteristics and the reference above are the
+  // element form's: the same sum).
+  if (o.row_width > 1) {
+    std::optional<std::string> problem;
+    try {
+      grad = sparse::group_blocks(grad, o.row_width);
+    } catch (const sparse::InvalidGradient& e) {
+      problem = fmt::format("--row-width {}: {}", o.row_width, e.what());
+    }
+    comm.agree(problem);
+  }
+
   // --breakdown: the links' α and b, probed once on this platform, outside timing.
   std::optional<cost::Network> net;
   if (o.breakdown) net = sync::probe_network(comm);
@@ -346,6 +358,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         {"ranks", comm.size()},
         {"elements", grad.elements},
         {"index_bits", 8 * sizeof(Index)},
+        {"row_width", o.row_width},
         {"density", ch.density},
         {"densification", ch.densification},
         {"skew", ch.skew},

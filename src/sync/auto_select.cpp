@@ -9,6 +9,10 @@
 //   without bias: γ_{2^i} over the aligned groups recursive doubling forms, γ_n, the skew of the
 //   aggregate over contiguous ranges, and the same for OmniReduce's non-zero blocks. About 2k
 //   samples per rank travel in one allgatherv.
+// - Rows (SparseGradient::width w > 1): auto passes them on as rows (Zen carries them as rows, the
+//   others expand them); the profile samples row ids and describes the element form as made of
+//   whole rows: density = values / M, γ and skew those of the rows, OmniReduce's blocks as many
+//   per row as a row spans.
 // - Every call: one allreduce of three numbers (the non-zero counts' range and the previous call's
 //   time, max over ranks), so that every rank's tuner sees the same inputs.
 #include <algorithm>
@@ -37,6 +41,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
  public:
   explicit AutoScheme(const SchemeOptions& o) : options_(o) {}
   std::string_view name() const override { return "auto"; }
+  bool takes_blocks() const override { return true; }
   void prepare(Communicator& comm) override {
     if (!network_) network_ = probe_network(comm);
   }
@@ -106,7 +111,8 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     std::vector<std::uint8_t> refused;
     for (const auto& e : ranked) {
       const auto need =
-          instance(state, e.scheme).dense_memory_bytes(grad.elements, comm.size(), grad.nnz());
+          instance(state, e.scheme)
+              .dense_memory_bytes(grad.elements, comm.size(), grad.value_count());
       refused.push_back(util::memory_problem(need, comm.ranks_on_node(), e.scheme) ? 1 : 0);
     }
     comm.allreduce<std::uint8_t>(refused, comm::ReduceOp::max);
@@ -123,6 +129,9 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     const int n = comm.size();
     const std::uint64_t M = grad.elements;
     const std::uint64_t B = options_.omnireduce_block_elements;
+    // Rows: indices count rows of w values; `units` is the index space (M / w).
+    const std::uint64_t w = grad.width, units = M / w;
+    const double blocks_per_row = w > 1 ? std::ceil(static_cast<double>(w) / B) : 1.0;
     cost::SparsityProfile p;
     p.ranks = n;
     p.elements = M;
@@ -134,15 +143,15 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     // Local non-zero blocks (indices are sorted).
     std::vector<std::uint64_t> blocks;
     for (auto x : grad.indices) {
-      const std::uint64_t b = x / B;
+      const std::uint64_t b = w > 1 ? x : x / B;  // rows: a row's blocks stand or fall together
       if (blocks.empty() || blocks.back() != b) blocks.push_back(b);
     }
     // One collective for the sizes, one for the samples.
     std::vector<double> sums{static_cast<double>(grad.nnz()), static_cast<double>(blocks.size())};
     work.reset();
     comm.allreduce<double>(sums, comm::ReduceOp::sum);
-    const double mean_nnz = sums[0] / n, mean_blocks = sums[1] / n;
-    p.density = mean_nnz / static_cast<double>(M);
+    const double mean_nnz = sums[0] / n, mean_blocks = sums[1] / n * blocks_per_row;
+    p.density = mean_nnz * static_cast<double>(w) / static_cast<double>(M);
     const std::uint64_t total_blocks = (M + B - 1) / B;
     p.block_density = mean_blocks / static_cast<double>(total_blocks);
     const double idx_rate = std::min(1.0, kSamplesPerRank / std::max(mean_nnz, 1.0));
@@ -155,8 +164,9 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     for (auto x : grad.indices)
       if (sampled(x, idx_rate)) mine.push_back(x);
     mine[0] = mine.size() - 1;
+    const double blk_sample_rate = w > 1 ? std::min(1.0, blk_rate * blocks_per_row) : blk_rate;
     for (auto b : blocks)
-      if (sampled(b, blk_rate)) mine.push_back(b);
+      if (sampled(b, blk_sample_rate)) mine.push_back(b);
     std::vector<std::size_t> counts;
     work.reset();
     const auto all = comm.allgatherv<std::uint64_t>(mine, &counts);
@@ -212,7 +222,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     p.gamma_n = static_cast<double>(agg.size()) / idx_mean;
     std::vector<double> per_range(n, 0);
     for (auto x : agg) {
-      per_range[static_cast<std::size_t>(static_cast<unsigned __int128>(x) * n / M)] += 1;
+      per_range[static_cast<std::size_t>(static_cast<unsigned __int128>(x) * n / units)] += 1;
     }
     const double max_range = *std::max_element(per_range.begin(), per_range.end());
     p.skew = agg.empty() ? 1.0 : max_range * n / static_cast<double>(agg.size());
