@@ -23,10 +23,7 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
   const std::uint64_t R = grad.blocks();
   const std::uint32_t w = grad.width;
   // (check_input made sure every rank has the same M and width.)
-  if (!layout_.matches(R, n, seed_)) {
-    PhaseScope phase(comm, out.stats, "layout");  // once per (R, n): not part of a step
-    layout_ = HashLayout(R, n, seed_);
-  }
+  layout_ = RowLayout(R, n, seed_);  // no table: nothing to build
   RowPartition<Index>& part = [&]() -> RowPartition<Index>& {
     if constexpr (std::is_same_v<Index, std::uint32_t>)
       return part32_;
@@ -77,7 +74,7 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
                                            j, rows[j], R, reported[2 * j + 1]));
       }
       codings[j] = static_cast<PullCoding>(reported[2 * j + 1]);
-      counts[j] = zen_row_block_bytes(layout_.slot_count(j), rows[j], w, sizeof(Index), codings[j]);
+      counts[j] = zen_row_block_bytes(layout_, rows[j], w, sizeof(Index), codings[j]);
       total += counts[j];
     }
     all_.resize(total);

@@ -23,7 +23,7 @@ class ZenRowSync {
   std::uint64_t seed_;
   PullCoding coding_;
   std::size_t op_partition_, op_aggregate_, op_encode_, op_decode_;  // cpu_costs.h
-  HashLayout layout_;  // over the rows
+  RowLayout layout_;
   RowPartition<std::uint32_t> part32_;
   RowPartition<std::uint64_t> part64_;
   std::vector<std::uint8_t> received_, block_, all_;

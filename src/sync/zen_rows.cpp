@@ -31,13 +31,15 @@ std::size_t row_bytes(std::uint32_t width, std::size_t index_bytes) {
 }  // namespace
 
 template <class Index>
-void zen_row_partition(const SparseGradient<Index>& grad, const HashLayout& layout,
+void zen_row_partition(const SparseGradient<Index>& grad, const RowLayout& layout,
                        RowPartition<Index>& part) {
   const std::uint32_t n = layout.servers();
   const std::size_t w = grad.width;
-  const auto owners = layout.owner_table();
   std::vector<std::size_t> rows(n, 0);
-  for (const Index r : grad.indices) ++rows[owners[r / kZenGranule]];
+  std::vector<std::uint32_t>& owners = part.owners;
+  owners.resize(grad.indices.size());
+  for (std::size_t i = 0; i < grad.indices.size(); ++i)
+    ++rows[owners[i] = layout.owner(grad.indices[i])];
   part.counts.assign(n, 0);
   std::vector<std::size_t> id_at(n), value_at(n);
   std::size_t offset = 0;
@@ -51,7 +53,7 @@ void zen_row_partition(const SparseGradient<Index>& grad, const HashLayout& layo
   std::uint8_t* base = part.bytes.data();
   for (std::size_t i = 0; i < grad.indices.size(); ++i) {
     const Index r = grad.indices[i];
-    const std::uint32_t j = owners[r / kZenGranule];
+    const std::uint32_t j = owners[i];
     std::memcpy(base + id_at[j], &r, sizeof(Index));
     id_at[j] += sizeof(Index);
     std::memcpy(base + value_at[j], grad.values.data() + i * w, w * sizeof(float));
@@ -60,15 +62,14 @@ void zen_row_partition(const SparseGradient<Index>& grad, const HashLayout& layo
 }
 
 template <class Index>
-void zen_row_aggregate(const HashLayout& layout, std::uint32_t server, std::uint32_t width,
+void zen_row_aggregate(const RowLayout& layout, std::uint32_t server, std::uint32_t width,
                        std::span<const std::uint8_t> received, std::span<const std::size_t> counts,
                        ZenRowSums& sums) {
   const std::size_t w = width, stride = row_bytes(width, sizeof(Index));
-  const std::uint64_t R = layout.elements();
-  const auto owners = layout.owner_table();
-  const std::size_t slots = layout.slot_count(server);
+  const std::uint64_t R = layout.rows();
+  const std::size_t slots = layout.slots();
   sums.width = width;
-  sums.words.assign(slots / 64, 0);
+  sums.words.assign((slots + 63) / 64, 0);
   sums.pos.resize(slots);
   sums.values.clear();
   sums.rows = 0;
@@ -84,7 +85,7 @@ void zen_row_aggregate(const HashLayout& layout, std::uint32_t server, std::uint
     const std::uint8_t* vals = ids + k * sizeof(Index);
     for (std::size_t i = 0; i < k; ++i) {
       const auto r = static_cast<std::uint64_t>(load<Index>(ids + i * sizeof(Index)));
-      if (r >= R || owners[r / kZenGranule] != server ||
+      if (r >= R || layout.owner(r) != server ||
           (i > 0 && r <= load<Index>(ids + (i - 1) * sizeof(Index)))) {
         throw MalformedMessage(fmt::format(
             "zen: push from rank {} holds row {} at position {}, which is not an increasing row "
@@ -110,16 +111,18 @@ void zen_row_aggregate(const HashLayout& layout, std::uint32_t server, std::uint
   }
 }
 
-std::size_t zen_row_block_bytes(std::size_t slots, std::uint64_t rows, std::uint32_t width,
+std::size_t zen_row_key_bits(const RowLayout& layout) { return (layout.slots() + 63) / 64 * 64; }
+
+std::size_t zen_row_block_bytes(const RowLayout& layout, std::uint64_t rows, std::uint32_t width,
                                 std::size_t index_bytes, PullCoding coding) {
-  return kBlockHeader + zen_pull_key_bytes(slots, rows, index_bytes, coding) +
+  return kBlockHeader + zen_pull_key_bytes(zen_row_key_bits(layout), rows, index_bytes, coding) +
          rows * std::size_t{width} * sizeof(float);
 }
 
 template <class Index>
-std::size_t zen_row_encode(const HashLayout& layout, std::uint32_t server, const ZenRowSums& sums,
+std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const ZenRowSums& sums,
                            PullCoding coding, std::vector<std::uint8_t>& block) {
-  const std::size_t slots = layout.slot_count(server), w = sums.width;
+  const std::size_t slots = sums.words.size() * 64, w = sums.width;  // the bitmap's bits
   const std::uint8_t format = zen_pull_format(slots, sums.rows, sizeof(Index), coding);
   const std::size_t start = block.size();
   block.push_back(format);
@@ -137,7 +140,7 @@ std::size_t zen_row_encode(const HashLayout& layout, std::uint32_t server, const
     std::memcpy(block.data() + at, sums.words.data(), slots / 8);
   } else if (format == kCoo) {
     for_each_slot([&](std::size_t s) {
-      const auto r = static_cast<Index>(layout.index_of(server, s));
+      const auto r = static_cast<Index>(layout.row_of(server, s));
       const std::size_t at = block.size();
       block.resize(at + sizeof(Index));
       std::memcpy(block.data() + at, &r, sizeof(Index));
@@ -168,11 +171,11 @@ struct DecodedKey {
 };
 
 template <class Index>
-void decode_key(const HashLayout& layout, std::uint32_t server, std::uint32_t width,
+void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t width,
                 std::span<const std::uint8_t> block, std::uint64_t rows, PullCoding coding,
                 DecodedKey& key) {
-  const std::size_t slots = layout.slot_count(server);
-  const std::size_t expected = zen_row_block_bytes(slots, rows, width, sizeof(Index), coding);
+  const std::size_t slots = zen_row_key_bits(layout);
+  const std::size_t expected = zen_row_block_bytes(layout, rows, width, sizeof(Index), coding);
   const std::uint8_t format = zen_pull_format(slots, rows, sizeof(Index), coding);
   auto fail = [&](const std::string& what) {
     throw std::runtime_error(fmt::format("zen: pull block from server {}: {}", server, what));
@@ -191,10 +194,9 @@ void decode_key(const HashLayout& layout, std::uint32_t server, std::uint32_t wi
     for (const auto word : key.words) count += static_cast<std::uint64_t>(std::popcount(word));
     if (count != rows) fail(fmt::format("bitmap of {} rows, {} announced", count, rows));
   } else if (format == kCoo) {
-    const auto owners = layout.owner_table();
     for (std::uint64_t i = 0; i < rows; ++i) {
       const auto r = static_cast<std::uint64_t>(load<Index>(k + i * sizeof(Index)));
-      if (r >= layout.elements() || owners[r / kZenGranule] != server ||
+      if (r >= layout.rows() || layout.owner(r) != server ||
           (i > 0 && r <= load<Index>(k + (i - 1) * sizeof(Index))))
         fail(fmt::format("row {} at position {} is not an increasing row of this server", r, i));
       const std::size_t s = layout.slot(r);
@@ -212,12 +214,12 @@ void decode_key(const HashLayout& layout, std::uint32_t server, std::uint32_t wi
 }  // namespace
 
 template <class Index>
-void zen_row_decode(const HashLayout& layout, std::uint32_t width,
+void zen_row_decode(const RowLayout& layout, std::uint32_t width,
                     std::span<const std::uint8_t> blocks, std::span<const std::size_t> counts,
                     std::span<const std::uint64_t> rows, std::span<const PullCoding> codings,
                     SparseGradient<Index>& out) {
   const std::uint32_t n = layout.servers();
-  const std::uint64_t R = layout.elements();
+  const std::uint64_t R = layout.rows();
   const std::size_t w = width;
   std::vector<DecodedKey> keys(n);
   std::uint64_t total = 0;
@@ -236,36 +238,46 @@ void zen_row_decode(const HashLayout& layout, std::uint32_t width,
   out.width = width;
   out.indices.resize(total);
   out.values.resize(total * w);
-  const auto owners = layout.owner_table();
+  // Strata in order, and within a stratum its n rows in order (row s·n + i is server
+  // (i + r_s) mod n's slot s): the rows come out sorted. 64 strata at a time are skipped where no
+  // server holds any of them.
   std::size_t pos = 0;
-  for (std::uint64_t g = 0; g * kZenGranule < R; ++g) {
-    const std::uint32_t j = owners[g];
-    DecodedKey& key = keys[j];
-    for (std::uint64_t word = key.words[layout.slot(g * kZenGranule) / 64]; word;
-         word &= word - 1) {
-      const std::uint64_t r = g * kZenGranule + static_cast<std::uint64_t>(std::countr_zero(word));
-      if (r >= R)
-        throw std::runtime_error(fmt::format("zen: pull block from server {} sets row {} of {}",
-                                             j, r, R));
-      out.indices[pos] = static_cast<Index>(r);
-      std::memcpy(out.values.data() + pos * w, key.values + key.next * w * sizeof(float),
-                  w * sizeof(float));
-      ++key.next;
-      ++pos;
+  const std::size_t words = zen_row_key_bits(layout) / 64;
+  for (std::size_t wi = 0; wi < words; ++wi) {
+    std::uint64_t any = 0;
+    for (const auto& key : keys) any |= key.words[wi];
+    for (; any; any &= any - 1) {
+      const std::size_t s = wi * 64 + static_cast<std::size_t>(std::countr_zero(any));
+      const std::uint64_t bit = std::uint64_t{1} << (s % 64);
+      const std::uint32_t rot = layout.rotation(s);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const std::uint32_t j = i + rot >= n ? i + rot - n : i + rot;
+        DecodedKey& key = keys[j];
+        if (!(key.words[wi] & bit)) continue;
+        const std::uint64_t r = static_cast<std::uint64_t>(s) * n + i;
+        if (r >= R)
+          throw std::runtime_error(
+              fmt::format("zen: pull block from server {} sets row {} of {}", j, r, R));
+        out.indices[pos] = static_cast<Index>(r);
+        std::memcpy(out.values.data() + pos * w, key.values + key.next * w * sizeof(float),
+                    w * sizeof(float));
+        ++key.next;
+        ++pos;
+      }
     }
   }
 }
 
-#define ATL_ZEN_ROWS(Index)                                                                       \
-  template void zen_row_partition(const SparseGradient<Index>&, const HashLayout&,                \
-                                  RowPartition<Index>&);                                          \
-  template void zen_row_aggregate<Index>(const HashLayout&, std::uint32_t, std::uint32_t,         \
-                                         std::span<const std::uint8_t>,                           \
-                                         std::span<const std::size_t>, ZenRowSums&);              \
-  template std::size_t zen_row_encode<Index>(const HashLayout&, std::uint32_t, const ZenRowSums&, \
-                                             PullCoding, std::vector<std::uint8_t>&);             \
-  template void zen_row_decode(const HashLayout&, std::uint32_t, std::span<const std::uint8_t>,   \
-                               std::span<const std::size_t>, std::span<const std::uint64_t>,      \
+#define ATL_ZEN_ROWS(Index)                                                                      \
+  template void zen_row_partition(const SparseGradient<Index>&, const RowLayout&,                \
+                                  RowPartition<Index>&);                                         \
+  template void zen_row_aggregate<Index>(const RowLayout&, std::uint32_t, std::uint32_t,         \
+                                         std::span<const std::uint8_t>,                          \
+                                         std::span<const std::size_t>, ZenRowSums&);             \
+  template std::size_t zen_row_encode<Index>(const RowLayout&, std::uint32_t, const ZenRowSums&, \
+                                             PullCoding, std::vector<std::uint8_t>&);            \
+  template void zen_row_decode(const RowLayout&, std::uint32_t, std::span<const std::uint8_t>,   \
+                               std::span<const std::size_t>, std::span<const std::uint64_t>,     \
                                std::span<const PullCoding>, SparseGradient<Index>&);
 ATL_ZEN_ROWS(std::uint32_t)
 ATL_ZEN_ROWS(std::uint64_t)

@@ -41,7 +41,7 @@ struct Pull {
 
 // Partition, push, aggregate and encode of n workers' gradients on n servers.
 template <class Index>
-Pull push_and_encode(const std::vector<SparseGradient<Index>>& grads, const HashLayout& layout,
+Pull push_and_encode(const std::vector<SparseGradient<Index>>& grads, const RowLayout& layout,
                      PullCoding coding) {
   const std::uint32_t n = layout.servers(), w = grads[0].width;
   std::vector<std::vector<std::uint8_t>> received(n);
@@ -78,7 +78,7 @@ void expect_sum(std::uint64_t R, std::uint32_t w, std::uint32_t n, double densit
     const auto d = grads.back().to_dense();
     for (std::size_t i = 0; i < d.size(); ++i) ref[i] += d[i];
   }
-  const HashLayout layout(R, n, 7);
+  const RowLayout layout(R, n, 7);
   const Pull pull = push_and_encode(grads, layout, coding);
   SparseGradient<Index> out;
   zen_row_decode<Index>(layout, w, pull.blocks, pull.counts, pull.rows, pull.codings, out);
@@ -91,8 +91,8 @@ void expect_sum(std::uint64_t R, std::uint32_t w, std::uint32_t n, double densit
 }
 
 TEST(ZenRows, ExactOnEveryShapeAndFormat) {
-  for (const auto coding : {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest,
-                            PullCoding::elias_fano}) {
+  for (const auto coding :
+       {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest, PullCoding::elias_fano}) {
     for (const std::uint32_t n : {1u, 3u, 5u, 16u}) {
       for (const double d : {0.0, 0.003, 0.1, 1.0}) {
         expect_sum<std::uint32_t>(2503, 4, n, d, coding);  // R not a multiple of 64
@@ -104,17 +104,17 @@ TEST(ZenRows, ExactOnEveryShapeAndFormat) {
 }
 
 TEST(ZenRows, BitmapWhereSmallerThanIds) {
-  const HashLayout layout(4096, 2, 7);
+  const RowLayout layout(4096, 2, 7);
   std::vector<SparseGradient<std::uint32_t>> dense_rows{rows_of<std::uint32_t>(4096, 2, 1.0, 0),
                                                         rows_of<std::uint32_t>(4096, 2, 1.0, 1)};
   const Pull pull = push_and_encode(dense_rows, layout, PullCoding::bitmap_or_coo);
   EXPECT_EQ(pull.blocks[0], 1);  // bitmap: 256 bytes against 8 KiB of ids
   // 9 header bytes + bitmap + values, per server.
-  EXPECT_EQ(pull.counts[0], 9 + layout.slot_count(0) / 8 + pull.rows[0] * 2 * 4);
+  EXPECT_EQ(pull.counts[0], 9 + zen_row_key_bits(layout) / 8 + pull.rows[0] * 2 * 4);
 }
 
 TEST(ZenRows, AggregateRefusesMalformedPush) {
-  const HashLayout layout(1000, 2, 7);
+  const RowLayout layout(1000, 2, 7);
   ZenRowSums sums;
   // A part that is not a whole number of rows (w = 3: 4 + 12 bytes per row).
   std::vector<std::uint8_t> bytes(17, 0);
@@ -127,7 +127,7 @@ TEST(ZenRows, AggregateRefusesMalformedPush) {
   }
   // A row server 0 does not own, from rank 1.
   std::uint32_t row = 0;
-  while (zen_owner(row, 2, 7) == 0) ++row;
+  while (layout.owner(row) == 0) ++row;
   bytes.assign(16, 0);
   std::memcpy(bytes.data(), &row, 4);
   counts = {0, 16};
@@ -141,16 +141,16 @@ TEST(ZenRows, AggregateRefusesMalformedPush) {
 
 TEST(ZenRows, DecodeRefusesCorruptBlocks) {
   const std::uint64_t R = 300;  // the last granule is partial: slots past R exist
-  const HashLayout layout(R, 2, 7);
+  const RowLayout layout(R, 2, 7);
   std::vector<SparseGradient<std::uint32_t>> grads{rows_of<std::uint32_t>(R, 3, 0.5, 0),
                                                    rows_of<std::uint32_t>(R, 3, 0.5, 1)};
   for (const auto coding : {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::elias_fano}) {
     const Pull good = push_and_encode(grads, layout, coding);
     SparseGradient<std::uint32_t> out;
     auto refused = [&](Pull p, const std::string& what) {
-      EXPECT_THROW(zen_row_decode<std::uint32_t>(layout, 3, p.blocks, p.counts, p.rows, p.codings,
-                                                 out),
-                   std::runtime_error)
+      EXPECT_THROW(
+          zen_row_decode<std::uint32_t>(layout, 3, p.blocks, p.counts, p.rows, p.codings, out),
+          std::runtime_error)
           << what << " coding " << static_cast<int>(coding);
     };
     Pull p = good;
@@ -166,28 +166,52 @@ TEST(ZenRows, DecodeRefusesCorruptBlocks) {
     if (coding == PullCoding::coo) {
       p = good;  // server 0's first id replaced by a row it does not own
       std::uint32_t row = 0;
-      while (zen_owner(row, 2, 7) == 0) ++row;
+      while (layout.owner(row) == 0) ++row;
       std::memcpy(p.blocks.data() + 9, &row, 4);
       refused(p, "foreign row");
     }
   }
-  // A bitmap bit past R (in the last, partial granule), with the count kept consistent.
-  std::vector<SparseGradient<std::uint32_t>> all_rows{rows_of<std::uint32_t>(R, 3, 1.0, 0),
-                                                      rows_of<std::uint32_t>(R, 3, 1.0, 1)};
-  Pull p = push_and_encode(all_rows, layout, PullCoding::bitmap_or_coo);
-  const std::uint32_t last_owner = zen_owner(R - 1, 2, 7);
-  const std::size_t begin = last_owner == 0 ? 0 : p.counts[0];
+  // A bitmap bit past R: R = 301 rows on 2 servers, 151 slots; slot 150 holds rows 300 and 301,
+  // so one server's slot 150 stands for row 301. Set it (clearing another bit: the same count).
+  const RowLayout odd(301, 2, 7);
+  std::vector<SparseGradient<std::uint32_t>> all_rows{rows_of<std::uint32_t>(301, 3, 1.0, 0),
+                                                      rows_of<std::uint32_t>(301, 3, 1.0, 1)};
+  Pull p = push_and_encode(all_rows, odd, PullCoding::bitmap_or_coo);
+  const std::uint32_t j = odd.owner(300) == 0 ? 1 : 0;  // the server whose slot 150 is row 301
+  ASSERT_EQ(odd.row_of(j, 150), 301u);
+  const std::size_t begin = j == 0 ? 0 : p.counts[0];
   ASSERT_EQ(p.blocks[begin], 1);  // bitmap
-  const std::size_t s = layout.slot(R - 1) + 1;  // the slot after R - 1: row R
-  std::uint8_t& byte = p.blocks[begin + 9 + s / 8];
-  ASSERT_EQ(byte & (1u << (s % 8)), 0u);
-  byte |= static_cast<std::uint8_t>(1u << (s % 8));
-  // Clear a bit elsewhere so the bitmap still holds the announced number of rows.
+  std::uint8_t& byte = p.blocks[begin + 9 + 150 / 8];
+  ASSERT_EQ(byte & (1u << (150 % 8)), 0u);
+  byte |= static_cast<std::uint8_t>(1u << (150 % 8));
   p.blocks[begin + 9] &= static_cast<std::uint8_t>(p.blocks[begin + 9] - 1);
   SparseGradient<std::uint32_t> out;
-  EXPECT_THROW(zen_row_decode<std::uint32_t>(layout, 3, p.blocks, p.counts, p.rows, p.codings,
-                                             out),
-               std::runtime_error);
+  try {
+    zen_row_decode<std::uint32_t>(odd, 3, p.blocks, p.counts, p.rows, p.codings, out);
+    ADD_FAILURE() << "accepted row 301 of 301";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 301"), std::string::npos) << e.what();
+  }
+}
+
+// The row layout: every row has one owner, every server one row per full stratum, slots in row
+// order, and hot small rows spread over all servers.
+TEST(ZenRows, LayoutOwnsEachRowOnceAndBalances) {
+  const RowLayout layout(1003, 16, 5);
+  std::vector<std::vector<std::uint64_t>> owned(16);
+  for (std::uint64_t r = 0; r < 1003; ++r) {
+    const auto j = layout.owner(r);
+    ASSERT_LT(j, 16u);
+    EXPECT_EQ(layout.row_of(j, layout.slot(r)), r);
+    owned[j].push_back(r);
+  }
+  for (const auto& rows : owned) {
+    EXPECT_GE(rows.size(), 62u);
+    EXPECT_LE(rows.size(), 63u);
+  }
+  std::vector<int> first(16, 0);
+  for (std::uint64_t r = 0; r < 16; ++r) ++first[layout.owner(r)];
+  EXPECT_EQ(first, std::vector<int>(16, 1));  // the 16 hottest rows: one per server
 }
 
 TEST(SparseGradientBlocks, CheckExpandGroup) {
@@ -203,9 +227,8 @@ TEST(SparseGradientBlocks, CheckExpandGroup) {
   EXPECT_EQ(e.width, 1u);
   EXPECT_EQ(e.indices, (std::vector<std::uint32_t>{0, 1, 2, 3, 8, 9, 10, 11}));
   EXPECT_EQ(e.to_dense(), g.to_dense());
-  const auto back = sparse::group_blocks(sparse::SparseGradient<std::uint32_t>::from_dense(
-                                             g.to_dense()),
-                                         4);
+  const auto back =
+      sparse::group_blocks(sparse::SparseGradient<std::uint32_t>::from_dense(g.to_dense()), 4);
   EXPECT_EQ(back.indices, g.indices);
   EXPECT_EQ(back.values, g.values);
   auto bad = g;
