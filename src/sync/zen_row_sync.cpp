@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <exception>
+#include <iostream>
+
 #include "atoll/comm/charged_work.h"
 #include "atoll/util/fault_point.h"
 
@@ -52,42 +56,148 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
     zen_row_aggregate<Index>(layout_, rank, w, received_, recv_counts, sums_);
   }
   util::fault_point("pull");
-  block_.clear();
-  {
-    PhaseScope phase(comm, out.stats, "encode");
-    comm::ChargedWork work(comm, op_encode_, static_cast<double>(sums_.rows),
-                           4.0 * static_cast<double>(sums_.values.size()));
-    zen_row_encode<Index>(layout_, rank, sums_, coding_, block_);
-  }
-  std::vector<std::uint64_t> rows(n);
+  pull(
+      comm, w, sizeof(Index), out.stats,
+      [&](std::size_t w0, std::size_t w1) {
+        return zen_row_encode<Index>(layout_, rank, sums_, coding_, w0, w1, block_);
+      },
+      [&](std::size_t total) {
+        out.dense_form = false;
+        out.sparse.elements = R * w;
+        out.sparse.width = w;
+        out.sparse.indices.resize(total);
+        out.sparse.values.resize(total * w);
+      },
+      [&](std::size_t w0, std::size_t w1, std::span<const std::uint8_t> blocks,
+          std::span<const std::size_t> counts, std::span<const std::uint64_t> rows,
+          std::span<const PullCoding> codings, std::size_t pos, std::size_t capacity) {
+        return zen_row_decode_chunk<Index>(layout_, w, w0, w1, blocks, counts, rows, codings,
+                                           out.sparse.indices.data() + pos,
+                                           out.sparse.values.data() + pos * w, capacity);
+      });
+}
+
+// The pull, pipelined as Zen's element pull is: one allgather of every server's rows per bucket of
+// slot words (and its coding) gives every rank the same chunk bounds (about equal rows each) and
+// every block's size; then chunk p + 1 is encoded while chunk p is on the wire, and chunk p is
+// decoded as soon as it has arrived, while p + 1 travels.
+void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_bytes,
+                      SyncStats& stats, const Encode& encode_chunk, const Size& size_result,
+                      const Decode& decode_chunk) {
+  const auto n = static_cast<std::uint32_t>(comm.size());
+  const auto rank = static_cast<std::uint32_t>(comm.rank());
+  const double pull_start = comm.wtime();
+  const auto traffic_start = comm.traffic();
+  const std::size_t words = zen_row_key_bits(layout_) / 64;
+  const std::size_t H = std::min<std::size_t>(words, kBuckets);
+  auto bucket_word = [&](std::size_t b) { return b * words / H; };
+  std::vector<std::uint64_t> mine(H + 1);
+  for (std::size_t b = 0; b < H; ++b) mine[b] = sums_.rows_in(bucket_word(b), bucket_word(b + 1));
+  mine[H] = static_cast<std::uint64_t>(coding_);
+  const auto reported = comm.allgather_each<std::uint64_t>(mine);
   std::vector<PullCoding> codings(n);
-  std::vector<std::size_t> counts(n);
-  {
-    PhaseScope phase(comm, out.stats, "pull");
-    const std::uint64_t mine[2] = {sums_.rows, static_cast<std::uint64_t>(coding_)};
-    const auto reported = comm.allgather_each<std::uint64_t>(mine);
-    std::size_t total = 0;
-    for (std::uint32_t j = 0; j < n; ++j) {
-      rows[j] = reported[2 * j];
-      if (reported[2 * j + 1] >= kPullCodings || rows[j] > R) {
-        throw MalformedMessage(fmt::format("zen: server {} announced {} rows of {}, pull coding {}",
-                                           j, rows[j], R, reported[2 * j + 1]));
-      }
-      codings[j] = static_cast<PullCoding>(reported[2 * j + 1]);
-      counts[j] = zen_row_block_bytes(layout_, rows[j], w, sizeof(Index), codings[j]);
-      total += counts[j];
+  std::vector<double> weight(H, 0.0);
+  std::uint64_t total = 0;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (reported[j * (H + 1) + H] >= kPullCodings) {
+      throw MalformedMessage(
+          fmt::format("zen: server {} announced pull coding {}", j, reported[j * (H + 1) + H]));
     }
-    all_.resize(total);
-    auto request = comm.iallgatherv<std::uint8_t>(block_, counts, all_);
-    comm.wait(request);
-    out.stats.pull_load_bytes = block_.size() * (n - 1);
+    codings[j] = static_cast<PullCoding>(reported[j * (H + 1) + H]);
+    for (std::size_t b = 0; b < H; ++b) {
+      weight[b] += static_cast<double>(reported[j * (H + 1) + b]);
+      total += reported[j * (H + 1) + b];
+    }
   }
-  {
-    PhaseScope phase(comm, out.stats, "decode");
-    comm::ChargedWork work(comm, op_decode_, 0, static_cast<double>(all_.size()));
-    out.dense_form = false;
-    zen_row_decode<Index>(layout_, w, all_, counts, rows, codings, out.sparse);
+  if (total > layout_.rows()) {
+    throw MalformedMessage(
+        fmt::format("zen: servers announced {} rows of {}", total, layout_.rows()));
   }
+  // Chunk bounds among the bucket bounds, about total / kChunks rows each.
+  std::vector<std::size_t> bounds{0};  // buckets
+  double sum = 0;
+  for (std::size_t b = 0; b < H; ++b) {
+    sum += weight[b];
+    const double target = static_cast<double>(total) * static_cast<double>(bounds.size()) / kChunks;
+    if (b + 1 < H && sum >= target && sum > 0) bounds.push_back(b + 1);
+  }
+  bounds.push_back(H);
+  const std::size_t chunks = bounds.size() - 1;
+  std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
+  std::vector<std::vector<std::uint64_t>> rows(chunks, std::vector<std::uint64_t>(n, 0));
+  std::vector<std::size_t> chunk_begin(chunks + 1, 0), chunk_rows(chunks, 0);
+  std::size_t my_bytes = 0;
+  for (std::size_t p = 0; p < chunks; ++p) {
+    const std::size_t w0 = bucket_word(bounds[p]), w1 = bucket_word(bounds[p + 1]);
+    chunk_begin[p + 1] = chunk_begin[p];
+    for (std::uint32_t j = 0; j < n; ++j) {
+      for (std::size_t b = bounds[p]; b < bounds[p + 1]; ++b)
+        rows[p][j] += reported[j * (H + 1) + b];
+      counts[p][j] = zen_row_block_bytes(w1 - w0, rows[p][j], w, index_bytes, codings[j]);
+      chunk_begin[p + 1] += counts[p][j];
+      chunk_rows[p] += rows[p][j];
+    }
+    my_bytes += counts[p][rank];
+  }
+  all_.resize(chunk_begin[chunks]);
+  block_.clear();
+  block_.reserve(my_bytes);  // never moves while a chunk is on the wire
+  size_result(total);
+  std::vector<std::size_t> block_begin(chunks + 1, 0);
+  std::vector<comm::Request> requests(chunks);
+  double encode_s = 0, decode_s = 0;
+  auto encode = [&](std::size_t p) {
+    const double t0 = comm.wtime();
+    block_begin[p] = block_.size();
+    const std::size_t w0 = bucket_word(bounds[p]), w1 = bucket_word(bounds[p + 1]);
+    {
+      comm::ChargedWork work(comm, op_encode_, static_cast<double>(rows[p][rank]),
+                             4.0 * static_cast<double>(rows[p][rank] * w));
+      const std::size_t bytes = encode_chunk(w0, w1);
+      if (bytes != counts[p][rank]) {
+        std::cerr << fmt::format(
+            "atoll: internal error: rank {}: zen row pull chunk {} is {} bytes, announced {}\n",
+            rank, p, bytes, counts[p][rank]);
+        comm::MpiRuntime::abort_job(70);
+      }
+    }
+    encode_s += comm.wtime() - t0;
+  };
+  auto post = [&](std::size_t p) {
+    requests[p] = comm.iallgatherv<std::uint8_t>(
+        std::span<const std::uint8_t>(block_.data() + block_begin[p], counts[p][rank]), counts[p],
+        std::span<std::uint8_t>(all_.data() + chunk_begin[p], chunk_begin[p + 1] - chunk_begin[p]));
+  };
+  std::exception_ptr failure;  // a malformed block: finish the collectives, then throw
+  std::size_t pos = 0;
+  encode(0);
+  post(0);
+  for (std::size_t p = 0; p < chunks; ++p) {
+    if (p + 1 < chunks) encode(p + 1);
+    comm.wait(requests[p]);
+    if (p + 1 < chunks) post(p + 1);
+    if (failure) continue;
+    const double t0 = comm.wtime();
+    try {
+      comm::ChargedWork work(comm, op_decode_, static_cast<double>(chunk_rows[p]),
+                             4.0 * static_cast<double>(chunk_rows[p] * w));
+      pos += decode_chunk(bucket_word(bounds[p]), bucket_word(bounds[p + 1]),
+                          std::span<const std::uint8_t>(all_.data() + chunk_begin[p],
+                                                        chunk_begin[p + 1] - chunk_begin[p]),
+                          counts[p], rows[p], codings, pos, total - pos);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    decode_s += comm.wtime() - t0;
+  }
+  if (failure) std::rethrow_exception(failure);
+  stats.pull_load_bytes = my_bytes * (n - 1);
+  const auto& traffic_end = comm.traffic();
+  stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
+  stats.phases.push_back(PhaseStats{"pull", comm.wtime() - pull_start - decode_s - encode_s,
+                                    traffic_end.bytes_sent - traffic_start.bytes_sent,
+                                    traffic_end.bytes_received - traffic_start.bytes_received});
+  stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
 }
 
 template void ZenRowSync::run(Communicator&, const SparseGradient<std::uint32_t>&,

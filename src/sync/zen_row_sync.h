@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "atoll/sync/scheme.h"
@@ -15,11 +17,25 @@ class ZenRowSync {
  public:
   ZenRowSync(std::uint64_t seed, PullCoding coding);
   // One synchronization (collective); `out.sparse` gets grad's width. Phases: partition, push,
-  // aggregate, encode, pull, decode (as for elements; the pull is one exchange, not chunked).
+  // aggregate, encode, pull, decode (as for elements: the pull pipelined in chunks).
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out);
 
  private:
+  static constexpr std::size_t kBuckets = 64;  // of slot words, for balancing the pull's chunks
+  static constexpr std::size_t kChunks = 8;    // at most, as Zen's element pull
+  using Encode = std::function<std::size_t(std::size_t w0, std::size_t w1)>;
+  using Size = std::function<void(std::size_t rows)>;
+  using Decode = std::function<std::size_t(
+      std::size_t w0, std::size_t w1, std::span<const std::uint8_t> blocks,
+      std::span<const std::size_t> counts, std::span<const std::uint64_t> rows,
+      std::span<const PullCoding> codings, std::size_t pos, std::size_t capacity)>;
+  // The pull of this server's sums (sums_), independent of the index type: chunk bounds, block
+  // sizes, the pipelined exchange; `size_result` sizes the result for all the rows, then each
+  // chunk is decoded at row `pos` of it.
+  void pull(Communicator& comm, std::uint32_t width, std::size_t index_bytes, SyncStats& stats,
+            const Encode& encode_chunk, const Size& size_result, const Decode& decode_chunk);
+
   std::uint64_t seed_;
   PullCoding coding_;
   std::size_t op_partition_, op_aggregate_, op_encode_, op_decode_;  // cpu_costs.h

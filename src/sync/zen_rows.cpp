@@ -113,43 +113,53 @@ void zen_row_aggregate(const RowLayout& layout, std::uint32_t server, std::uint3
 
 std::size_t zen_row_key_bits(const RowLayout& layout) { return (layout.slots() + 63) / 64 * 64; }
 
-std::size_t zen_row_block_bytes(const RowLayout& layout, std::uint64_t rows, std::uint32_t width,
+std::size_t zen_row_block_bytes(std::size_t words, std::uint64_t rows, std::uint32_t width,
                                 std::size_t index_bytes, PullCoding coding) {
-  return kBlockHeader + zen_pull_key_bytes(zen_row_key_bits(layout), rows, index_bytes, coding) +
+  return kBlockHeader + zen_pull_key_bytes(words * 64, rows, index_bytes, coding) +
          rows * std::size_t{width} * sizeof(float);
+}
+
+std::uint64_t ZenRowSums::rows_in(std::size_t w0, std::size_t w1) const {
+  std::uint64_t count = 0;
+  for (std::size_t wi = w0; wi < w1; ++wi)
+    count += static_cast<std::uint64_t>(std::popcount(words[wi]));
+  return count;
 }
 
 template <class Index>
 std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const ZenRowSums& sums,
-                           PullCoding coding, std::vector<std::uint8_t>& block) {
-  const std::size_t slots = sums.words.size() * 64, w = sums.width;  // the bitmap's bits
-  const std::uint8_t format = zen_pull_format(slots, sums.rows, sizeof(Index), coding);
+                           PullCoding coding, std::size_t w0, std::size_t w1,
+                           std::vector<std::uint8_t>& block) {
+  const std::size_t bits = (w1 - w0) * 64, w = sums.width;
+  const std::uint64_t rows = sums.rows_in(w0, w1);
+  const std::uint8_t format = zen_pull_format(bits, rows, sizeof(Index), coding);
   const std::size_t start = block.size();
   block.push_back(format);
-  const std::uint64_t rows = sums.rows;
   block.resize(block.size() + 8);
   std::memcpy(block.data() + block.size() - 8, &rows, 8);
   auto for_each_slot = [&](auto&& f) {
-    for (std::size_t wi = 0; wi < sums.words.size(); ++wi)
+    for (std::size_t wi = w0; wi < w1; ++wi)
       for (std::uint64_t word = sums.words[wi]; word; word &= word - 1)
         f(wi * 64 + static_cast<std::size_t>(std::countr_zero(word)));
   };
   if (format == kBitmap) {
     const std::size_t at = block.size();
-    block.resize(at + slots / 8);
-    std::memcpy(block.data() + at, sums.words.data(), slots / 8);
+    block.resize(at + bits / 8);
+    std::memcpy(block.data() + at, sums.words.data() + w0, bits / 8);
   } else if (format == kCoo) {
+    const std::size_t at = block.size();
+    block.resize(at + rows * sizeof(Index));
+    std::uint8_t* dst = block.data() + at;
     for_each_slot([&](std::size_t s) {
       const auto r = static_cast<Index>(layout.row_of(server, s));
-      const std::size_t at = block.size();
-      block.resize(at + sizeof(Index));
-      std::memcpy(block.data() + at, &r, sizeof(Index));
+      std::memcpy(dst, &r, sizeof(Index));
+      dst += sizeof(Index);
     });
   } else {
     std::vector<std::uint64_t> positions;
     positions.reserve(rows);
-    for_each_slot([&](std::size_t s) { positions.push_back(s); });
-    sparse::elias_fano_encode(positions, slots, block);
+    for_each_slot([&](std::size_t s) { positions.push_back(s - w0 * 64); });
+    sparse::elias_fano_encode(positions, bits, block);
   }
   const std::size_t at = block.size();
   block.resize(at + rows * w * sizeof(float));
@@ -161,22 +171,28 @@ std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const 
   return block.size() - start;
 }
 
+template <class Index>
+std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const ZenRowSums& sums,
+                           PullCoding coding, std::vector<std::uint8_t>& block) {
+  return zen_row_encode<Index>(layout, server, sums, coding, 0, sums.words.size(), block);
+}
+
 namespace {
 
-// One server's block as the walk reads it: its slots' bitmap and its values.
+// One server's block as the walk reads it: its slots' bitmap over the chunk's words and its values.
 struct DecodedKey {
   std::vector<std::uint64_t> words;
   const std::uint8_t* values = nullptr;
-  std::uint64_t rows = 0, next = 0;
+  std::uint64_t next = 0;
 };
 
 template <class Index>
-void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t width,
-                std::span<const std::uint8_t> block, std::uint64_t rows, PullCoding coding,
-                DecodedKey& key) {
-  const std::size_t slots = zen_row_key_bits(layout);
-  const std::size_t expected = zen_row_block_bytes(layout, rows, width, sizeof(Index), coding);
-  const std::uint8_t format = zen_pull_format(slots, rows, sizeof(Index), coding);
+void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t width, std::size_t w0,
+                std::size_t w1, std::span<const std::uint8_t> block, std::uint64_t rows,
+                PullCoding coding, DecodedKey& key) {
+  const std::size_t bits = (w1 - w0) * 64;
+  const std::size_t expected = zen_row_block_bytes(w1 - w0, rows, width, sizeof(Index), coding);
+  const std::uint8_t format = zen_pull_format(bits, rows, sizeof(Index), coding);
   auto fail = [&](const std::string& what) {
     throw std::runtime_error(fmt::format("zen: pull block from server {}: {}", server, what));
   };
@@ -186,38 +202,40 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
   if (load<std::uint64_t>(block.data() + 1) != rows)
     fail(fmt::format("{} rows, {} announced", load<std::uint64_t>(block.data() + 1), rows));
   const std::uint8_t* k = block.data() + kBlockHeader;
-  const std::size_t key_bytes = format_key_bytes(format, slots, rows, sizeof(Index));
-  key.words.assign(slots / 64, 0);
+  const std::size_t key_bytes = format_key_bytes(format, bits, rows, sizeof(Index));
+  key.words.assign(w1 - w0, 0);
   if (format == kBitmap) {
-    std::memcpy(key.words.data(), k, slots / 8);
+    std::memcpy(key.words.data(), k, bits / 8);
     std::uint64_t count = 0;
     for (const auto word : key.words) count += static_cast<std::uint64_t>(std::popcount(word));
     if (count != rows) fail(fmt::format("bitmap of {} rows, {} announced", count, rows));
   } else if (format == kCoo) {
     for (std::uint64_t i = 0; i < rows; ++i) {
       const auto r = static_cast<std::uint64_t>(load<Index>(k + i * sizeof(Index)));
-      if (r >= layout.rows() || layout.owner(r) != server ||
-          (i > 0 && r <= load<Index>(k + (i - 1) * sizeof(Index))))
-        fail(fmt::format("row {} at position {} is not an increasing row of this server", r, i));
       const std::size_t s = layout.slot(r);
-      key.words[s / 64] |= std::uint64_t{1} << (s % 64);
+      if (r >= layout.rows() || layout.owner(r) != server || s < w0 * 64 || s >= w1 * 64 ||
+          (i > 0 && r <= load<Index>(k + (i - 1) * sizeof(Index))))
+        fail(fmt::format("row {} at position {} is not an increasing row of this server and chunk",
+                         r, i));
+      key.words[s / 64 - w0] |= std::uint64_t{1} << (s % 64);
     }
   } else {
-    sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), slots, rows,
+    sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), bits, rows,
                                      key.words);
   }
   key.values = k + key_bytes;
-  key.rows = rows;
   key.next = 0;
 }
 
 }  // namespace
 
 template <class Index>
-void zen_row_decode(const RowLayout& layout, std::uint32_t width,
-                    std::span<const std::uint8_t> blocks, std::span<const std::size_t> counts,
-                    std::span<const std::uint64_t> rows, std::span<const PullCoding> codings,
-                    SparseGradient<Index>& out) {
+std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, std::size_t w0,
+                                 std::size_t w1, std::span<const std::uint8_t> blocks,
+                                 std::span<const std::size_t> counts,
+                                 std::span<const std::uint64_t> rows,
+                                 std::span<const PullCoding> codings, Index* oi, float* ov,
+                                 std::size_t capacity) {
   const std::uint32_t n = layout.servers();
   const std::uint64_t R = layout.rows();
   const std::size_t w = width;
@@ -227,25 +245,21 @@ void zen_row_decode(const RowLayout& layout, std::uint32_t width,
   for (std::uint32_t j = 0; j < n; ++j) {
     if (offset + counts[j] > blocks.size())
       throw std::runtime_error(fmt::format("zen: pull block from server {} overruns", j));
-    decode_key<Index>(layout, j, width, blocks.subspan(offset, counts[j]), rows[j], codings[j],
-                      keys[j]);
+    decode_key<Index>(layout, j, width, w0, w1, blocks.subspan(offset, counts[j]), rows[j],
+                      codings[j], keys[j]);
     offset += counts[j];
     total += rows[j];
   }
-  if (total > R)
-    throw std::runtime_error(fmt::format("zen: servers announced {} rows of {}", total, R));
-  out.elements = R * w;
-  out.width = width;
-  out.indices.resize(total);
-  out.values.resize(total * w);
+  if (total > capacity)
+    throw std::runtime_error(
+        fmt::format("zen: servers announced {} rows, more than the {} expected", total, capacity));
   // Strata in order, and within a stratum its n rows in order (row s·n + i is server
   // (i + r_s) mod n's slot s): the rows come out sorted. 64 strata at a time are skipped where no
   // server holds any of them.
   std::size_t pos = 0;
-  const std::size_t words = zen_row_key_bits(layout) / 64;
-  for (std::size_t wi = 0; wi < words; ++wi) {
+  for (std::size_t wi = w0; wi < w1; ++wi) {
     std::uint64_t any = 0;
-    for (const auto& key : keys) any |= key.words[wi];
+    for (const auto& key : keys) any |= key.words[wi - w0];
     for (; any; any &= any - 1) {
       const std::size_t s = wi * 64 + static_cast<std::size_t>(std::countr_zero(any));
       const std::uint64_t bit = std::uint64_t{1} << (s % 64);
@@ -253,19 +267,37 @@ void zen_row_decode(const RowLayout& layout, std::uint32_t width,
       for (std::uint32_t i = 0; i < n; ++i) {
         const std::uint32_t j = i + rot >= n ? i + rot - n : i + rot;
         DecodedKey& key = keys[j];
-        if (!(key.words[wi] & bit)) continue;
+        if (!(key.words[wi - w0] & bit)) continue;
         const std::uint64_t r = static_cast<std::uint64_t>(s) * n + i;
         if (r >= R)
           throw std::runtime_error(
               fmt::format("zen: pull block from server {} sets row {} of {}", j, r, R));
-        out.indices[pos] = static_cast<Index>(r);
-        std::memcpy(out.values.data() + pos * w, key.values + key.next * w * sizeof(float),
-                    w * sizeof(float));
+        oi[pos] = static_cast<Index>(r);
+        std::memcpy(ov + pos * w, key.values + key.next * w * sizeof(float), w * sizeof(float));
         ++key.next;
         ++pos;
       }
     }
   }
+  return pos;
+}
+
+template <class Index>
+void zen_row_decode(const RowLayout& layout, std::uint32_t width,
+                    std::span<const std::uint8_t> blocks, std::span<const std::size_t> counts,
+                    std::span<const std::uint64_t> rows, std::span<const PullCoding> codings,
+                    SparseGradient<Index>& out) {
+  std::uint64_t total = 0;
+  for (const auto r : rows) total += r;
+  if (total > layout.rows())
+    throw std::runtime_error(
+        fmt::format("zen: servers announced {} rows of {}", total, layout.rows()));
+  out.elements = layout.rows() * width;
+  out.width = width;
+  out.indices.resize(total);
+  out.values.resize(total * width);
+  zen_row_decode_chunk<Index>(layout, width, 0, zen_row_key_bits(layout) / 64, blocks, counts, rows,
+                              codings, out.indices.data(), out.values.data(), total);
 }
 
 #define ATL_ZEN_ROWS(Index)                                                                      \
@@ -276,6 +308,13 @@ void zen_row_decode(const RowLayout& layout, std::uint32_t width,
                                          std::span<const std::size_t>, ZenRowSums&);             \
   template std::size_t zen_row_encode<Index>(const RowLayout&, std::uint32_t, const ZenRowSums&, \
                                              PullCoding, std::vector<std::uint8_t>&);            \
+  template std::size_t zen_row_encode<Index>(const RowLayout&, std::uint32_t, const ZenRowSums&, \
+                                             PullCoding, std::size_t, std::size_t,               \
+                                             std::vector<std::uint8_t>&);                        \
+  template std::size_t zen_row_decode_chunk(                                                     \
+      const RowLayout&, std::uint32_t, std::size_t, std::size_t, std::span<const std::uint8_t>,  \
+      std::span<const std::size_t>, std::span<const std::uint64_t>, std::span<const PullCoding>, \
+      Index*, float*, std::size_t);                                                              \
   template void zen_row_decode(const RowLayout&, std::uint32_t, std::span<const std::uint8_t>,   \
                                std::span<const std::size_t>, std::span<const std::uint64_t>,     \
                                std::span<const PullCoding>, SparseGradient<Index>&);

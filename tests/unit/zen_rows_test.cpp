@@ -103,6 +103,64 @@ TEST(ZenRows, ExactOnEveryShapeAndFormat) {
   }
 }
 
+// The pull in chunks of slot words: each server's block per chunk, decoded chunk after chunk into
+// consecutive rows, gives the same sum as one chunk.
+TEST(ZenRows, ChunksDecodeToTheSameSum) {
+  const std::uint64_t R = 9001;
+  const std::uint32_t n = 3, w = 5;
+  const RowLayout layout(R, n, 7);
+  const std::size_t words = zen_row_key_bits(layout) / 64;  // 47
+  for (const auto coding : {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::elias_fano}) {
+    std::vector<SparseGradient<std::uint32_t>> grads;
+    std::vector<float> ref(R * w, 0.0f);
+    std::vector<std::vector<std::uint8_t>> received(n);
+    std::vector<std::vector<std::size_t>> counts(n, std::vector<std::size_t>(n));
+    for (std::uint32_t r = 0; r < n; ++r) {
+      grads.push_back(rows_of<std::uint32_t>(R, w, 0.05, static_cast<int>(r)));
+      const auto d = grads.back().to_dense();
+      for (std::size_t i = 0; i < d.size(); ++i) ref[i] += d[i];
+      RowPartition<std::uint32_t> part;
+      zen_row_partition(grads.back(), layout, part);
+      std::size_t at = 0;
+      for (std::uint32_t j = 0; j < n; ++j) {
+        received[j].insert(received[j].end(), part.bytes.begin() + at,
+                           part.bytes.begin() + at + part.counts[j]);
+        counts[j][r] = part.counts[j];
+        at += part.counts[j];
+      }
+    }
+    std::vector<ZenRowSums> sums(n);
+    for (std::uint32_t j = 0; j < n; ++j)
+      zen_row_aggregate<std::uint32_t>(layout, j, w, received[j], counts[j], sums[j]);
+    std::uint64_t total = 0;
+    for (const auto& s : sums) total += s.rows;
+    SparseGradient<std::uint32_t> out;
+    out.elements = R * w;
+    out.width = w;
+    out.indices.resize(total);
+    out.values.resize(total * w);
+    std::size_t pos = 0;
+    const std::vector<std::size_t> bounds{0, 1, 20, words};
+    for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
+      std::vector<std::uint8_t> blocks;
+      std::vector<std::size_t> sizes;
+      std::vector<std::uint64_t> rows;
+      for (std::uint32_t j = 0; j < n; ++j) {
+        sizes.push_back(zen_row_encode<std::uint32_t>(layout, j, sums[j], coding, bounds[p],
+                                                      bounds[p + 1], blocks));
+        rows.push_back(sums[j].rows_in(bounds[p], bounds[p + 1]));
+      }
+      const std::vector<PullCoding> codings(n, coding);
+      pos += zen_row_decode_chunk<std::uint32_t>(layout, w, bounds[p], bounds[p + 1], blocks, sizes,
+                                                 rows, codings, out.indices.data() + pos,
+                                                 out.values.data() + pos * w, total - pos);
+    }
+    EXPECT_EQ(pos, total);
+    ASSERT_FALSE(out.check().has_value()) << out.check().value_or("");
+    EXPECT_EQ(out.to_dense(), ref) << "coding " << static_cast<int>(coding);
+  }
+}
+
 TEST(ZenRows, BitmapWhereSmallerThanIds) {
   const RowLayout layout(4096, 2, 7);
   std::vector<SparseGradient<std::uint32_t>> dense_rows{rows_of<std::uint32_t>(4096, 2, 1.0, 0),
