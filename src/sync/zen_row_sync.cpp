@@ -58,8 +58,8 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
   util::fault_point("pull");
   pull(
       comm, w, sizeof(Index), out.stats,
-      [&](std::size_t w0, std::size_t w1) {
-        return zen_row_encode<Index>(layout_, rank, sums_, coding_, w0, w1, block_);
+      [&](std::size_t s0, std::size_t s1) {
+        return zen_row_encode<Index>(layout_, rank, sums_, coding_, s0, s1, block_);
       },
       [&](std::size_t total) {
         out.dense_form = false;
@@ -68,17 +68,17 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
         out.sparse.indices.resize(total);
         out.sparse.values.resize(total * w);
       },
-      [&](std::size_t w0, std::size_t w1, std::span<const std::uint8_t> blocks,
+      [&](std::size_t s0, std::size_t s1, std::span<const std::uint8_t> blocks,
           std::span<const std::size_t> counts, std::span<const std::uint64_t> rows,
           std::span<const PullCoding> codings, std::size_t pos, std::size_t capacity) {
-        return zen_row_decode_chunk<Index>(layout_, w, w0, w1, blocks, counts, rows, codings,
+        return zen_row_decode_chunk<Index>(layout_, w, s0, s1, blocks, counts, rows, codings,
                                            out.sparse.indices.data() + pos,
                                            out.sparse.values.data() + pos * w, capacity);
       });
 }
 
 // The pull, pipelined as Zen's element pull is: one allgather of every server's rows per bucket of
-// slot words (and its coding) gives every rank the same chunk bounds (about equal rows each) and
+// strata (and its coding) gives every rank the same chunk bounds (about equal rows each) and
 // every block's size; then chunk p + 1 is encoded while chunk p is on the wire, and chunk p is
 // decoded as soon as it has arrived, while p + 1 travels.
 void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_bytes,
@@ -88,11 +88,13 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
   const auto rank = static_cast<std::uint32_t>(comm.rank());
   const double pull_start = comm.wtime();
   const auto traffic_start = comm.traffic();
-  const std::size_t words = zen_row_key_bits(layout_) / 64;
-  const std::size_t H = std::min<std::size_t>(words, kBuckets);
-  auto bucket_word = [&](std::size_t b) { return b * words / H; };
+  // Buckets of about equal numbers of strata (slots), at most kBuckets (at least one stratum each).
+  const std::size_t slots = layout_.slots();
+  const std::size_t H = std::max<std::size_t>(1, std::min<std::size_t>(slots, kBuckets));
+  auto bucket_stratum = [&](std::size_t b) { return b * slots / H; };  // the bucket's first stratum
   std::vector<std::uint64_t> mine(H + 1);
-  for (std::size_t b = 0; b < H; ++b) mine[b] = sums_.rows_in(bucket_word(b), bucket_word(b + 1));
+  for (std::size_t b = 0; b < H; ++b)
+    mine[b] = sums_.rows_in(bucket_stratum(b), bucket_stratum(b + 1));
   mine[H] = static_cast<std::uint64_t>(coding_);
   const auto reported = comm.allgather_each<std::uint64_t>(mine);
   std::vector<PullCoding> codings(n);
@@ -128,12 +130,12 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
   std::vector<std::size_t> chunk_begin(chunks + 1, 0), chunk_rows(chunks, 0);
   std::size_t my_bytes = 0;
   for (std::size_t p = 0; p < chunks; ++p) {
-    const std::size_t w0 = bucket_word(bounds[p]), w1 = bucket_word(bounds[p + 1]);
+    const std::size_t s0 = bucket_stratum(bounds[p]), s1 = bucket_stratum(bounds[p + 1]);
     chunk_begin[p + 1] = chunk_begin[p];
     for (std::uint32_t j = 0; j < n; ++j) {
       for (std::size_t b = bounds[p]; b < bounds[p + 1]; ++b)
         rows[p][j] += reported[j * (H + 1) + b];
-      counts[p][j] = zen_row_block_bytes(w1 - w0, rows[p][j], w, index_bytes, codings[j]);
+      counts[p][j] = zen_row_block_bytes(s1 - s0, rows[p][j], w, index_bytes, codings[j]);
       chunk_begin[p + 1] += counts[p][j];
       chunk_rows[p] += rows[p][j];
     }
@@ -149,11 +151,11 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
   auto encode = [&](std::size_t p) {
     const double t0 = comm.wtime();
     block_begin[p] = block_.size();
-    const std::size_t w0 = bucket_word(bounds[p]), w1 = bucket_word(bounds[p + 1]);
+    const std::size_t s0 = bucket_stratum(bounds[p]), s1 = bucket_stratum(bounds[p + 1]);
     {
       comm::ChargedWork work(comm, op_encode_, static_cast<double>(rows[p][rank]),
                              4.0 * static_cast<double>(rows[p][rank] * w));
-      const std::size_t bytes = encode_chunk(w0, w1);
+      const std::size_t bytes = encode_chunk(s0, s1);
       if (bytes != counts[p][rank]) {
         std::cerr << fmt::format(
             "atoll: internal error: rank {}: zen row pull chunk {} is {} bytes, announced {}\n",
@@ -181,7 +183,7 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
     try {
       comm::ChargedWork work(comm, op_decode_, static_cast<double>(chunk_rows[p]),
                              4.0 * static_cast<double>(chunk_rows[p] * w));
-      pos += decode_chunk(bucket_word(bounds[p]), bucket_word(bounds[p + 1]),
+      pos += decode_chunk(bucket_stratum(bounds[p]), bucket_stratum(bounds[p + 1]),
                           std::span<const std::uint8_t>(all_.data() + chunk_begin[p],
                                                         chunk_begin[p + 1] - chunk_begin[p]),
                           counts[p], rows[p], codings, pos, total - pos);

@@ -22,12 +22,12 @@ class ZenRowSync {
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out);
 
  private:
-  static constexpr std::size_t kBuckets = 64;  // of slot words, for balancing the pull's chunks
-  static constexpr std::size_t kChunks = 8;    // at most, as Zen's element pull
-  using Encode = std::function<std::size_t(std::size_t w0, std::size_t w1)>;
+  static constexpr std::size_t kBuckets = 256;  // of strata, for balancing the pull's chunks
+  static constexpr std::size_t kChunks = 8;     // at most, as Zen's element pull
+  using Encode = std::function<std::size_t(std::size_t s0, std::size_t s1)>;
   using Size = std::function<void(std::size_t rows)>;
   using Decode = std::function<std::size_t(
-      std::size_t w0, std::size_t w1, std::span<const std::uint8_t> blocks,
+      std::size_t s0, std::size_t s1, std::span<const std::uint8_t> blocks,
       std::span<const std::size_t> counts, std::span<const std::uint64_t> rows,
       std::span<const PullCoding> codings, std::size_t pos, std::size_t capacity)>;
   // The pull of this server's sums (sums_), independent of the index type: chunk bounds, block

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -113,59 +114,86 @@ void zen_row_aggregate(const RowLayout& layout, std::uint32_t server, std::uint3
 
 std::size_t zen_row_key_bits(const RowLayout& layout) { return (layout.slots() + 63) / 64 * 64; }
 
-std::size_t zen_row_block_bytes(std::size_t words, std::uint64_t rows, std::uint32_t width,
+std::size_t zen_row_block_bytes(std::size_t strata, std::uint64_t rows, std::uint32_t width,
                                 std::size_t index_bytes, PullCoding coding) {
-  return kBlockHeader + zen_pull_key_bytes(words * 64, rows, index_bytes, coding) +
+  const std::size_t bits = (strata + 63) / 64 * 64;
+  return kBlockHeader + zen_pull_key_bytes(bits, rows, index_bytes, coding) +
          rows * std::size_t{width} * sizeof(float);
 }
 
-std::uint64_t ZenRowSums::rows_in(std::size_t w0, std::size_t w1) const {
+namespace {
+
+// Bits [s0, s1) of `words`, shifted to start at bit 0, in (s1 - s0 + 63) / 64 words (the last one's
+// bits past s1 - s0 cleared).
+void extract_bits(std::span<const std::uint64_t> words, std::size_t s0, std::size_t s1,
+                  std::vector<std::uint64_t>& out) {
+  const std::size_t bits = s1 - s0;
+  out.assign((bits + 63) / 64, 0);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const std::size_t bit = s0 + 64 * k, wi = bit / 64, off = bit % 64;
+    std::uint64_t v = words[wi] >> off;
+    if (off && wi + 1 < words.size()) v |= words[wi + 1] << (64 - off);
+    out[k] = v;
+  }
+  if (bits % 64 && !out.empty()) out.back() &= (std::uint64_t{1} << (bits % 64)) - 1;
+}
+
+}  // namespace
+
+std::uint64_t ZenRowSums::rows_in(std::size_t s0, std::size_t s1) const {
   std::uint64_t count = 0;
-  for (std::size_t wi = w0; wi < w1; ++wi)
-    count += static_cast<std::uint64_t>(std::popcount(words[wi]));
+  for (std::size_t s = s0; s < s1;) {
+    const std::size_t wi = s / 64, off = s % 64, take = std::min<std::size_t>(64 - off, s1 - s);
+    const std::uint64_t mask = take == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << take) - 1);
+    count += static_cast<std::uint64_t>(std::popcount((words[wi] >> off) & mask));
+    s += take;
+  }
   return count;
 }
 
 template <class Index>
 std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const ZenRowSums& sums,
-                           PullCoding coding, std::size_t w0, std::size_t w1,
+                           PullCoding coding, std::size_t s0, std::size_t s1,
                            std::vector<std::uint8_t>& block) {
-  const std::size_t bits = (w1 - w0) * 64, w = sums.width;
-  const std::uint64_t rows = sums.rows_in(w0, w1);
+  const std::size_t bits = (s1 - s0 + 63) / 64 * 64, w = sums.width;
+  std::vector<std::uint64_t> key;
+  extract_bits(sums.words, s0, s1, key);
+  std::uint64_t rows = 0;
+  for (const auto word : key) rows += static_cast<std::uint64_t>(std::popcount(word));
   const std::uint8_t format = zen_pull_format(bits, rows, sizeof(Index), coding);
   const std::size_t start = block.size();
   block.push_back(format);
   block.resize(block.size() + 8);
   std::memcpy(block.data() + block.size() - 8, &rows, 8);
-  auto for_each_slot = [&](auto&& f) {
-    for (std::size_t wi = w0; wi < w1; ++wi)
-      for (std::uint64_t word = sums.words[wi]; word; word &= word - 1)
-        f(wi * 64 + static_cast<std::size_t>(std::countr_zero(word)));
+  auto for_each_slot = [&](auto&& f) {  // f(slot relative to s0)
+    for (std::size_t k = 0; k < key.size(); ++k)
+      for (std::uint64_t word = key[k]; word; word &= word - 1)
+        f(k * 64 + static_cast<std::size_t>(std::countr_zero(word)));
   };
   if (format == kBitmap) {
     const std::size_t at = block.size();
     block.resize(at + bits / 8);
-    std::memcpy(block.data() + at, sums.words.data() + w0, bits / 8);
+    std::memcpy(block.data() + at, key.data(), bits / 8);
   } else if (format == kCoo) {
     const std::size_t at = block.size();
     block.resize(at + rows * sizeof(Index));
     std::uint8_t* dst = block.data() + at;
-    for_each_slot([&](std::size_t s) {
-      const auto r = static_cast<Index>(layout.row_of(server, s));
+    for_each_slot([&](std::size_t rel) {
+      const auto r = static_cast<Index>(layout.row_of(server, s0 + rel));
       std::memcpy(dst, &r, sizeof(Index));
       dst += sizeof(Index);
     });
   } else {
     std::vector<std::uint64_t> positions;
     positions.reserve(rows);
-    for_each_slot([&](std::size_t s) { positions.push_back(s - w0 * 64); });
+    for_each_slot([&](std::size_t rel) { positions.push_back(rel); });
     sparse::elias_fano_encode(positions, bits, block);
   }
   const std::size_t at = block.size();
   block.resize(at + rows * w * sizeof(float));
   std::uint8_t* dst = block.data() + at;
-  for_each_slot([&](std::size_t s) {
-    std::memcpy(dst, sums.values.data() + std::size_t{sums.pos[s]} * w, w * sizeof(float));
+  for_each_slot([&](std::size_t rel) {
+    std::memcpy(dst, sums.values.data() + std::size_t{sums.pos[s0 + rel]} * w, w * sizeof(float));
     dst += w * sizeof(float);
   });
   return block.size() - start;
@@ -174,12 +202,13 @@ std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const 
 template <class Index>
 std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const ZenRowSums& sums,
                            PullCoding coding, std::vector<std::uint8_t>& block) {
-  return zen_row_encode<Index>(layout, server, sums, coding, 0, sums.words.size(), block);
+  return zen_row_encode<Index>(layout, server, sums, coding, 0, layout.slots(), block);
 }
 
 namespace {
 
-// One server's block as the walk reads it: its slots' bitmap over the chunk's words and its values.
+// One server's block as the walk reads it: its slots' bitmap over the chunk's strata (relative to
+// the chunk's first) and its values.
 struct DecodedKey {
   std::vector<std::uint64_t> words;
   const std::uint8_t* values = nullptr;
@@ -187,11 +216,11 @@ struct DecodedKey {
 };
 
 template <class Index>
-void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t width, std::size_t w0,
-                std::size_t w1, std::span<const std::uint8_t> block, std::uint64_t rows,
+void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t width, std::size_t s0,
+                std::size_t s1, std::span<const std::uint8_t> block, std::uint64_t rows,
                 PullCoding coding, DecodedKey& key) {
-  const std::size_t bits = (w1 - w0) * 64;
-  const std::size_t expected = zen_row_block_bytes(w1 - w0, rows, width, sizeof(Index), coding);
+  const std::size_t bits = (s1 - s0 + 63) / 64 * 64;
+  const std::size_t expected = zen_row_block_bytes(s1 - s0, rows, width, sizeof(Index), coding);
   const std::uint8_t format = zen_pull_format(bits, rows, sizeof(Index), coding);
   auto fail = [&](const std::string& what) {
     throw std::runtime_error(fmt::format("zen: pull block from server {}: {}", server, what));
@@ -203,7 +232,7 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
     fail(fmt::format("{} rows, {} announced", load<std::uint64_t>(block.data() + 1), rows));
   const std::uint8_t* k = block.data() + kBlockHeader;
   const std::size_t key_bytes = format_key_bytes(format, bits, rows, sizeof(Index));
-  key.words.assign(w1 - w0, 0);
+  key.words.assign(bits / 64, 0);
   if (format == kBitmap) {
     std::memcpy(key.words.data(), k, bits / 8);
     std::uint64_t count = 0;
@@ -213,16 +242,19 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
     for (std::uint64_t i = 0; i < rows; ++i) {
       const auto r = static_cast<std::uint64_t>(load<Index>(k + i * sizeof(Index)));
       const std::size_t s = layout.slot(r);
-      if (r >= layout.rows() || layout.owner(r) != server || s < w0 * 64 || s >= w1 * 64 ||
+      if (r >= layout.rows() || layout.owner(r) != server || s < s0 || s >= s1 ||
           (i > 0 && r <= load<Index>(k + (i - 1) * sizeof(Index))))
         fail(fmt::format("row {} at position {} is not an increasing row of this server and chunk",
                          r, i));
-      key.words[s / 64 - w0] |= std::uint64_t{1} << (s % 64);
+      key.words[(s - s0) / 64] |= std::uint64_t{1} << ((s - s0) % 64);
     }
   } else {
     sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), bits, rows,
                                      key.words);
   }
+  // Bits past the chunk's strata (the key is whole words) would be rows of the next chunk.
+  if ((s1 - s0) % 64 && !key.words.empty() && (key.words.back() >> ((s1 - s0) % 64)) != 0)
+    fail("a slot past the chunk is set");
   key.values = k + key_bytes;
   key.next = 0;
 }
@@ -230,8 +262,8 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
 }  // namespace
 
 template <class Index>
-std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, std::size_t w0,
-                                 std::size_t w1, std::span<const std::uint8_t> blocks,
+std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, std::size_t s0,
+                                 std::size_t s1, std::span<const std::uint8_t> blocks,
                                  std::span<const std::size_t> counts,
                                  std::span<const std::uint64_t> rows,
                                  std::span<const PullCoding> codings, Index* oi, float* ov,
@@ -245,7 +277,7 @@ std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, s
   for (std::uint32_t j = 0; j < n; ++j) {
     if (offset + counts[j] > blocks.size())
       throw std::runtime_error(fmt::format("zen: pull block from server {} overruns", j));
-    decode_key<Index>(layout, j, width, w0, w1, blocks.subspan(offset, counts[j]), rows[j],
+    decode_key<Index>(layout, j, width, s0, s1, blocks.subspan(offset, counts[j]), rows[j],
                       codings[j], keys[j]);
     offset += counts[j];
     total += rows[j];
@@ -257,17 +289,18 @@ std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, s
   // (i + r_s) mod n's slot s): the rows come out sorted. 64 strata at a time are skipped where no
   // server holds any of them.
   std::size_t pos = 0;
-  for (std::size_t wi = w0; wi < w1; ++wi) {
+  const std::size_t key_words = (s1 - s0 + 63) / 64;
+  for (std::size_t k = 0; k < key_words; ++k) {
     std::uint64_t any = 0;
-    for (const auto& key : keys) any |= key.words[wi - w0];
+    for (const auto& key : keys) any |= key.words[k];
     for (; any; any &= any - 1) {
-      const std::size_t s = wi * 64 + static_cast<std::size_t>(std::countr_zero(any));
-      const std::uint64_t bit = std::uint64_t{1} << (s % 64);
+      const std::size_t b = static_cast<std::size_t>(std::countr_zero(any)), s = s0 + k * 64 + b;
+      const std::uint64_t bit = std::uint64_t{1} << b;
       const std::uint32_t rot = layout.rotation(s);
       for (std::uint32_t i = 0; i < n; ++i) {
         const std::uint32_t j = i + rot >= n ? i + rot - n : i + rot;
         DecodedKey& key = keys[j];
-        if (!(key.words[wi - w0] & bit)) continue;
+        if (!(key.words[k] & bit)) continue;
         const std::uint64_t r = static_cast<std::uint64_t>(s) * n + i;
         if (r >= R)
           throw std::runtime_error(
@@ -296,8 +329,8 @@ void zen_row_decode(const RowLayout& layout, std::uint32_t width,
   out.width = width;
   out.indices.resize(total);
   out.values.resize(total * width);
-  zen_row_decode_chunk<Index>(layout, width, 0, zen_row_key_bits(layout) / 64, blocks, counts, rows,
-                              codings, out.indices.data(), out.values.data(), total);
+  zen_row_decode_chunk<Index>(layout, width, 0, layout.slots(), blocks, counts, rows, codings,
+                              out.indices.data(), out.values.data(), total);
 }
 
 #define ATL_ZEN_ROWS(Index)                                                                      \

@@ -86,7 +86,7 @@ struct ZenRowSums {
   std::vector<std::uint32_t> pos;    // per slot; valid where its bit is set
   std::vector<float> values;
   std::uint64_t rows = 0;
-  std::uint64_t rows_in(std::size_t w0, std::size_t w1) const;  // set bits in words [w0, w1)
+  std::uint64_t rows_in(std::size_t s0, std::size_t s1) const;  // rows in slots [s0, s1)
 };
 
 // Checks and sums what `server` received (counts[j] bytes from rank j, concatenated): each part a
@@ -97,40 +97,42 @@ void zen_row_aggregate(const RowLayout& layout, std::uint32_t server, std::uint3
                        std::span<const std::uint8_t> received, std::span<const std::size_t> counts,
                        ZenRowSums& sums);
 
-// The bits of a server's key over all its slots (rounded up to whole 64-bit words: `words` =
-// bits / 64) and the size of a pull block keyed over `words` words holding `rows` rows.
+// The bits of a server's key over all its slots (rounded up to whole 64-bit words) and the size
+// of a pull block over `strata` strata (its key: that many bits rounded up to whole words)
+// holding `rows` rows.
 std::size_t zen_row_key_bits(const RowLayout& layout);
-std::size_t zen_row_block_bytes(std::size_t words, std::uint64_t rows, std::uint32_t width,
+std::size_t zen_row_block_bytes(std::size_t strata, std::uint64_t rows, std::uint32_t width,
                                 std::size_t index_bytes, PullCoding coding);
 
-// The pull travels in chunks of the servers' slot words [w0, w1) (64 strata each), so that
-// receivers decode chunk p while chunk p + 1 is on the wire; a chunk's block keys the server's
-// slots in those words only (Elias-Fano positions relative to w0·64).
+// The pull travels in chunks of strata [s0, s1) (slots s0..s1-1 of every server: rows
+// s0·n .. s1·n - 1), so that receivers decode chunk p while chunk p + 1 is on the wire; a chunk's
+// block keys the server's slots in those strata only (bit 0 = stratum s0; Elias-Fano positions
+// relative to s0).
 //
-// Appends the server's block of chunk [w0, w1): [u8 format][u64 rows][key: bitmap | ids |
+// Appends the server's block of chunk [s0, s1): [u8 format][u64 rows][key: bitmap | ids |
 // Elias-Fano][w values per row, in slot order]; returns its size (= zen_row_block_bytes).
 template <class Index>
 std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const ZenRowSums& sums,
-                           PullCoding coding, std::size_t w0, std::size_t w1,
+                           PullCoding coding, std::size_t s0, std::size_t s1,
                            std::vector<std::uint8_t>& block);
-// The one-chunk block (all the server's words).
+// The one-chunk block (all the server's slots).
 template <class Index>
 std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const ZenRowSums& sums,
                            PullCoding coding, std::vector<std::uint8_t>& block);
 
-// Receiver: chunk [w0, w1) of every server (block j: counts[j] bytes, announced rows[j] rows with
+// Receiver: chunk [s0, s1) of every server (block j: counts[j] bytes, announced rows[j] rows with
 // coding codings[j]), concatenated, into oi / ov (rows in increasing order, w values each; room
 // for `capacity` rows); returns the rows written. std::runtime_error naming the server on a block
 // that does not decode (size, format, count, an id not the server's or not in the chunk, a bit
 // past R) or more than `capacity` rows.
 template <class Index>
-std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, std::size_t w0,
-                                 std::size_t w1, std::span<const std::uint8_t> blocks,
+std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, std::size_t s0,
+                                 std::size_t s1, std::span<const std::uint8_t> blocks,
                                  std::span<const std::size_t> counts,
                                  std::span<const std::uint64_t> rows,
                                  std::span<const PullCoding> codings, Index* oi, float* ov,
                                  std::size_t capacity);
-// One chunk over all the words into `out` (width w).
+// One chunk over all the strata into `out` (width w).
 template <class Index>
 void zen_row_decode(const RowLayout& layout, std::uint32_t width,
                     std::span<const std::uint8_t> blocks, std::span<const std::size_t> counts,
