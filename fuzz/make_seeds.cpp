@@ -13,6 +13,7 @@
 #include "atoll/sparse/generator.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/sync/zen_partition.h"
+#include "atoll/sync/zen_rows.h"
 #include "fuzz_input.h"
 
 namespace {
@@ -92,6 +93,53 @@ void zen_seeds(const fs::path& root, const Case& c, const std::string& tag) {
   }
   pull.flags = static_cast<std::uint8_t>(sizeof(Index) == 8);
   save(root / "zen_pull", "seed-" + tag, pull, blocks);
+}
+
+// Zen over rows (width 1 + extra % 8 = 4): every rank's push to server 0 and every server's pull
+// block, from the same gradients' indices taken as row ids (R = M rows).
+template <class Index>
+void zen_row_seeds(const fs::path& root, const Case& c, const std::string& tag) {
+  const std::uint64_t seed = 7;
+  const std::uint32_t w = 4;
+  const RowLayout layout(c.elements, c.ranks, seed);
+  std::vector<RowPartition<Index>> parts(c.ranks);
+  for (std::uint32_t r = 0; r < c.ranks; ++r) {
+    auto g = gradients<Index>(c)[r];
+    g.elements *= w;
+    g.width = w;
+    std::vector<float> values;
+    for (const float v : g.values) values.insert(values.end(), w, v);
+    g.values = values;
+    zen_row_partition(g, layout, parts[r]);
+  }
+  auto received_by = [&](std::uint32_t j, std::vector<std::size_t>& counts) {
+    std::vector<std::uint8_t> bytes;
+    for (const auto& part : parts) {
+      std::size_t at = 0;
+      for (std::uint32_t k = 0; k < j; ++k) at += part.counts[k];
+      bytes.insert(bytes.end(), part.bytes.begin() + at, part.bytes.begin() + at + part.counts[j]);
+      counts.push_back(part.counts[j]);
+    }
+    return bytes;
+  };
+  SyncInput push{c.elements, c.ranks, 0, static_cast<std::uint8_t>(sizeof(Index) == 8),
+                 w - 1,      seed};
+  push.flags |= 1 << 2;  // bitmap or ids
+  const auto to_0 = received_by(0, push.counts);
+  save(root / "zen_rows", "seed-push-" + tag, push, to_0);
+  SyncInput pull = push;
+  pull.flags |= 2;
+  pull.counts.clear();
+  std::vector<std::uint8_t> blocks;
+  for (std::uint32_t j = 0; j < c.ranks; ++j) {
+    std::vector<std::size_t> counts;
+    const auto to_j = received_by(j, counts);
+    ZenRowSums sums;
+    zen_row_aggregate<Index>(layout, j, w, to_j, counts, sums);
+    zen_row_encode<Index>(layout, j, sums, PullCoding::bitmap_or_coo, blocks);
+    pull.counts.push_back(sums.rows);
+  }
+  save(root / "zen_rows", "seed-pull-" + tag, pull, blocks);
 }
 
 template <class Index>
@@ -179,6 +227,7 @@ void all_seeds(const fs::path& root, const Case& c) {
   const std::string tag =
       fmt::format("M{}-n{}-d{}-i{}", c.elements, c.ranks, c.density, 8 * sizeof(Index));
   zen_seeds<Index>(root, c, tag);
+  zen_row_seeds<Index>(root, c, tag);
   sparcml_seeds<Index>(root, c, tag);
   omnireduce_seeds<Index>(root, c, tag);
   sparse_ps_seeds<Index>(root, c, tag);

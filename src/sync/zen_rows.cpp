@@ -223,7 +223,7 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
   const std::size_t expected = zen_row_block_bytes(s1 - s0, rows, width, sizeof(Index), coding);
   const std::uint8_t format = zen_pull_format(bits, rows, sizeof(Index), coding);
   auto fail = [&](const std::string& what) {
-    throw std::runtime_error(fmt::format("zen: pull block from server {}: {}", server, what));
+    throw MalformedMessage(fmt::format("zen: pull block from server {}: {}", server, what));
   };
   if (block.size() != expected)
     fail(fmt::format("{} bytes, {} announced rows need {}", block.size(), rows, expected));
@@ -249,8 +249,12 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
       key.words[(s - s0) / 64] |= std::uint64_t{1} << ((s - s0) % 64);
     }
   } else {
-    sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), bits, rows,
-                                     key.words);
+    try {
+      sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), bits, rows,
+                                       key.words);
+    } catch (const std::runtime_error& e) {
+      fail(e.what());
+    }
   }
   // Bits past the chunk's strata (the key is whole words) would be rows of the next chunk.
   if ((s1 - s0) % 64 && !key.words.empty() && (key.words.back() >> ((s1 - s0) % 64)) != 0)
@@ -276,14 +280,14 @@ std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, s
   std::size_t offset = 0;
   for (std::uint32_t j = 0; j < n; ++j) {
     if (offset + counts[j] > blocks.size())
-      throw std::runtime_error(fmt::format("zen: pull block from server {} overruns", j));
+      throw MalformedMessage(fmt::format("zen: pull block from server {} overruns", j));
     decode_key<Index>(layout, j, width, s0, s1, blocks.subspan(offset, counts[j]), rows[j],
                       codings[j], keys[j]);
     offset += counts[j];
     total += rows[j];
   }
   if (total > capacity)
-    throw std::runtime_error(
+    throw MalformedMessage(
         fmt::format("zen: servers announced {} rows, more than the {} expected", total, capacity));
   // Strata in order, and within a stratum its n rows in order (row s·n + i is server
   // (i + r_s) mod n's slot s): the rows come out sorted. 64 strata at a time are skipped where no
@@ -303,7 +307,7 @@ std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, s
         if (!(key.words[k] & bit)) continue;
         const std::uint64_t r = static_cast<std::uint64_t>(s) * n + i;
         if (r >= R)
-          throw std::runtime_error(
+          throw MalformedMessage(
               fmt::format("zen: pull block from server {} sets row {} of {}", j, r, R));
         oi[pos] = static_cast<Index>(r);
         std::memcpy(ov + pos * w, key.values + key.next * w * sizeof(float), w * sizeof(float));
@@ -323,7 +327,7 @@ void zen_row_decode(const RowLayout& layout, std::uint32_t width,
   std::uint64_t total = 0;
   for (const auto r : rows) total += r;
   if (total > layout.rows())
-    throw std::runtime_error(
+    throw MalformedMessage(
         fmt::format("zen: servers announced {} rows of {}", total, layout.rows()));
   out.elements = layout.rows() * width;
   out.width = width;

@@ -37,12 +37,27 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
       throw std::logic_error(fmt::format("touched_rows: a result of blocks of {} for rows of {}",
                                          result.sparse.width, E));
     }
+    // One pass per row: each value scaled as it is copied (the same product as add_row's), a row
+    // of zeros dropped as add_row drops it.
     const auto& idx = result.sparse.indices;
     const float* val = result.sparse.values.data();
-    out.values.reserve(result.sparse.values.size());
-    for (std::size_t k = 0; k < idx.size(); ++k)
-      add_row(static_cast<std::int64_t>(idx[k]),
-              [&](float* dst) { std::copy_n(val + k * E, E, dst); });
+    const auto e = static_cast<std::size_t>(E);
+    out.values.resize(result.sparse.values.size());
+    out.rows.reserve(idx.size());
+    float* dst = out.values.data();
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      const float* src = val + k * e;
+      bool any = false;
+      for (std::size_t j = 0; j < e; ++j) {
+        dst[j] = src[j] * fs;
+        any |= src[j] != 0.0f;
+      }
+      if (any) {
+        out.rows.push_back(static_cast<std::int64_t>(idx[k]));
+        dst += e;
+      }
+    }
+    out.values.resize(static_cast<std::size_t>(dst - out.values.data()));
   } else {
     // One pass in index order: a row's entries are consecutive (the result is sorted), found by
     // comparing with the row's end instead of dividing every index; each value scaled as it is

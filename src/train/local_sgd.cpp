@@ -24,6 +24,7 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int workers,
       shards_(dense_unit_ranges(engine, cfg.model.layers), engine.vocab, engine.embedding.size(1),
               cfg.shard ? group : nullptr),
       step_weight_(cfg.step_weight),
+      embedding_rows_(cfg.embedding_rows),
       fault_(parse_faults(cfg.inject_fault).corrupt) {
   const int world = workers;
   const bool edit = cfg.strategy == "edit" || cfg.strategy == "aedit";
@@ -105,7 +106,8 @@ void LocalSgd<Index>::weigh_by_steps(std::vector<double>& weights) const {
   }
 }
 
-// Δ over this rank's block of rows (all rows unsharded), indexed within the block.
+// Δ over this rank's block of rows (all rows unsharded), indexed within the block: rows of E
+// values (--embedding-rows, the default) or elements.
 template <class Index>
 sparse::SparseGradient<Index> LocalSgd<Index>::embedding_pseudo_gradient() {
   const auto E = static_cast<std::size_t>(engine_.embedding.size(1));
@@ -116,8 +118,15 @@ sparse::SparseGradient<Index> LocalSgd<Index>::embedding_pseudo_gradient() {
   const float* outer = outer_embedding_.data_ptr<float>();
   sparse::SparseGradient<Index> g;
   g.elements = rows * E;
+  if (embedding_rows_) g.width = static_cast<std::uint32_t>(E);  // one index per row
   for (std::size_t row = 0; row < rows; ++row) {
     if (!touched_[first + row]) continue;
+    if (embedding_rows_) {
+      g.indices.push_back(static_cast<Index>(row));
+      for (std::size_t j = 0; j < E; ++j)
+        g.values.push_back(outer[row * E + j] - theta[row * E + j]);
+      continue;
+    }
     for (std::size_t j = 0; j < E; ++j) {
       g.indices.push_back(static_cast<Index>(row * E + j));
       g.values.push_back(outer[row * E + j] - theta[row * E + j]);

@@ -172,6 +172,7 @@ class LocalSgd {
   std::vector<int> last_skipped_;
   WeightStats last_weights_;
   double step_weight_ = 0;
+  bool embedding_rows_ = true;  // the embedding's Δ as rows (TrainConfig::embedding_rows)
   std::optional<TimedRounds> timed_;
   std::optional<TimedRounds::Round> round_;
   std::optional<FaultInjection> fault_;

@@ -68,6 +68,9 @@ echo '{"format": "atoll-cpu-costs", "version": 1, "ops": {"zen.partition": {"ns_
 expect_error cpu-cost-negative "bad-costs.json: operation 'zen.partition': ns_per_call = -1" \
   bench sync --cpu-cost "$tmp/bad-costs.json"
 expect_error threads-too-many "threads 1000: this machine has [0-9]+ cores" bench sync --threads 1000
+expect_error row-width-not-dividing "--row-width 7: .*must be a multiple" bench sync --elements 1000 \
+  --row-width 7
+expect_error row-width-0 "row-width" bench sync --elements 1000 --row-width 0
 expect_error index-oob "out of range: must be < M = 1000" bench sync --trace "$tmp/index_oob"
 expect_error m-differ "disagree on M" bench sync --trace "$tmp/m_differ"
 expect_error truncated "truncated" bench sync --trace "$tmp/truncated"

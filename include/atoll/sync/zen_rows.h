@@ -122,7 +122,7 @@ std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const 
 
 // Receiver: chunk [s0, s1) of every server (block j: counts[j] bytes, announced rows[j] rows with
 // coding codings[j]), concatenated, into oi / ov (rows in increasing order, w values each; room
-// for `capacity` rows); returns the rows written. std::runtime_error naming the server on a block
+// for `capacity` rows); returns the rows written. MalformedMessage naming the server on a block
 // that does not decode (size, format, count, an id not the server's or not in the chunk, a bit
 // past R) or more than `capacity` rows.
 template <class Index>
