@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Simulated CPU time from a cost table (issue 18 item 8), under scripts/simulate at 8 ranks:
-# - `--cpu-cost-record` at two densities writes one table with samples for every scheme step;
+# - `--cpu-cost-record` at two densities (and Zen on rows) writes one table with samples for
+#   every scheme step;
 # - two runs charged from that table give the same simulated time for every scheme (to 1e-9,
 #   relative), results still verified;
 # - a table that costs 1 ms per call of zen.partition and nothing else: zen's partition phase is
@@ -18,10 +19,13 @@ for d in 0.01 0.05; do
   bench --schemes all --density "$d" --cpu-cost-record "$tmp/costs.json" >"$tmp/rec.log" 2>&1 ||
     { cat "$tmp/rec.log"; fail "recording at density $d"; }
 done
+# Zen's row path (its own operations: zen_rows.*), rows of 4 values.
+bench --schemes zen --density 0.05 --row-width 4 --cpu-cost-record "$tmp/costs.json" \
+  >"$tmp/rec.log" 2>&1 || { cat "$tmp/rec.log"; fail "recording rows"; }
 python3 - "$tmp/costs.json" <<'PY' || fail "recorded table"
 import json, sys
 t = json.load(open(sys.argv[1]))
-assert len(t["calibrations"]) == 2, t["calibrations"]
+assert len(t["calibrations"]) == 3, t["calibrations"]
 empty = [k for k, v in t["ops"].items() if v["samples"][0] == 0]
 assert empty == ["auto.profile"], f"operations without samples: {empty}"
 slow = [k for k, v in t["ops"].items() if v["ns_per_call"] + v["ns_per_item"] + v["ns_per_byte"] <= 0]
