@@ -279,8 +279,8 @@ void ProcessGroupAtoll::allreduce_sparse_as(at::Tensor& tensor) {
   stats_.chosen = result.stats.chosen.empty() ? std::string(scheme_->name()) : result.stats.chosen;
   stats_.elements = shape.elements;
   stats_.blocks = static_cast<std::uint64_t>(shape.blocks);
-  stats_.nnz = grad.nnz();
-  stats_.result_nnz = result.dense_form ? result.dense.size() : result.sparse.nnz();
+  stats_.nnz = grad.value_count();  // elements, whether rows or elements travelled
+  stats_.result_nnz = result.dense_form ? result.dense.size() : result.sparse.value_count();
   stats_.sync_s = s(t2 - t1);
   stats_.convert_s = s(t1 - t0) + s(t3 - t2);
   stats_.bytes_sent = result.stats.bytes_sent();

@@ -49,8 +49,22 @@ void to_gradient(const at::Tensor& tensor, SparseShape& shape, sparse::SparseGra
   const auto* ip = idx.data_ptr<std::int64_t>();
   const auto* vp = val.data_ptr<float>();
   g.elements = shape.elements;
-  g.indices.resize(static_cast<std::size_t>(nnz * block));
   g.values.resize(static_cast<std::size_t>(nnz * block));
+  if (nnz > 0) std::memcpy(g.values.data(), vp, g.values.size() * sizeof(float));
+  if (block > 1 && block <= std::int64_t{UINT32_MAX}) {
+    // Rows: one index per block (Zen carries rows as rows; the other schemes expand them).
+    g.width = static_cast<std::uint32_t>(block);
+    g.indices.resize(static_cast<std::size_t>(nnz));
+    for (std::int64_t i = 0; i < nnz; ++i) {
+      std::uint64_t l = 0;
+      for (std::int64_t k = 0; k < sd; ++k)
+        l = l * static_cast<std::uint64_t>(sizes[k]) + static_cast<std::uint64_t>(ip[k * nnz + i]);
+      g.indices[static_cast<std::size_t>(i)] = static_cast<Index>(l);
+    }
+    return;
+  }
+  g.width = 1;
+  g.indices.resize(static_cast<std::size_t>(nnz * block));
   for (std::int64_t i = 0; i < nnz; ++i) {
     std::uint64_t l = 0;  // row-major index over the sparse dimensions
     for (std::int64_t k = 0; k < sd; ++k) {
@@ -61,7 +75,6 @@ void to_gradient(const at::Tensor& tensor, SparseShape& shape, sparse::SparseGra
       g.indices[static_cast<std::size_t>(i * block + j)] = static_cast<Index>(base + j);
     }
   }
-  if (nnz > 0) std::memcpy(g.values.data(), vp, g.values.size() * sizeof(float));
 }
 
 namespace {
@@ -74,9 +87,10 @@ void for_each_entry(const sync::SyncResult<Index>& result, F&& f) {
       if (result.dense[e] != 0.0f) f(static_cast<std::uint64_t>(e), result.dense[e]);
     }
   } else {
-    const auto& r = result.sparse;
-    for (std::size_t i = 0; i < r.nnz(); ++i)
-      f(static_cast<std::uint64_t>(r.indices[i]), r.values[i]);
+    const auto& r = result.sparse;  // rows (width > 1) or elements
+    const std::size_t w = r.width;
+    for (std::size_t i = 0; i < r.values.size(); ++i)
+      f(static_cast<std::uint64_t>(r.indices[i / w]) * w + i % w, r.values[i]);
   }
 }
 
@@ -88,7 +102,8 @@ void set_sum(at::Tensor& tensor, const sync::SyncResult<Index>& result) {
   const std::int64_t sd = tensor.sparse_dim(), dim = tensor.dim();
   const auto block = static_cast<std::uint64_t>(block_elements(tensor));
   const std::vector<std::int64_t> sizes(tensor.sizes().begin(), tensor.sizes().end());
-  if (sd == 1 && block == 1 && !result.dense_form) {  // a vector: the result's arrays as they are
+  if (sd == 1 && block == 1 && !result.dense_form &&
+      result.sparse.width == 1) {  // a vector: the result's arrays as they are
     const auto& r = result.sparse;
     const auto n = static_cast<std::int64_t>(r.nnz());
     at::Tensor idx = at::empty({1, n}, at::kLong);

@@ -1,10 +1,9 @@
-// A torch sparse COO tensor as the element-level sparse gradient the synchronization schemes take,
-// and a scheme's result back as a coalesced sparse tensor of the input's shape and layout. A
-// hybrid tensor (sparse_dim s, dense_dim d: an nn.Embedding(sparse=True) gradient is rows ×
-// width) is expanded to its elements: element index = (row-major index over the s sparse
-// dimensions) × (elements per dense block) + offset in the block. The schemes are element-
-// granular, so every row costs its width in indices; SparseStats counts that expansion. Private to
-// the atoll_torch module (no Python here).
+// A torch sparse COO tensor as the sparse gradient the synchronization schemes take, and a
+// scheme's result back as a coalesced sparse tensor of the input's shape and layout. A hybrid
+// tensor (sparse_dim s, dense_dim d: an nn.Embedding(sparse=True) gradient is rows × width)
+// becomes a gradient of rows (SparseGradient::width = the elements per dense block; row index =
+// the row-major index over the s sparse dimensions): Zen carries one index per row, the other
+// schemes expand rows into elements. Private to the atoll_torch module (no Python here).
 #pragma once
 
 #include <ATen/ATen.h>
