@@ -475,6 +475,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--embedding-rows", tc.embedding_rows,
                         "the embedding's gradient as rows, one index per row on Zen's wire "
                         "(default true); false: one index per value");
+  train_cmd->add_option("--embedding-mean", tc.embedding_mean,
+                        "local SGD: each embedding row's pseudo-gradient averaged over all "
+                        "workers (all, the default) or over those that touched the row (touched)");
   train_cmd->add_option("--eval-every", tc.eval_every, "validation every K steps (0 = never)");
   train_cmd->add_option("--eval-windows", tc.eval_windows, "validation sequences");
   train_cmd->add_option("--log-every", tc.log_every, "progress line every K steps");

@@ -89,6 +89,32 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
   return out;
 }
 
+template <class Index>
+void set_row_weights(const sparse::SparseGradient<Index>& local, std::int64_t E, float weight,
+                     std::vector<float>& weights) {
+  const std::uint64_t per_row = local.width == 1 ? static_cast<std::uint64_t>(E) : 1;
+  for (const auto index : local.indices) {
+    const auto row = static_cast<std::uint64_t>(index) / per_row;
+    if (row >= weights.size()) throw std::out_of_range("set_row_weights: row out of range");
+    weights[row] = weight;  // a row's elements (width 1) set it once each: the same weight
+  }
+}
+
+void divide_by_row_weights(RowGradient& rows, std::int64_t E, const std::vector<float>& weights) {
+  const auto e = static_cast<std::size_t>(E);
+  for (std::size_t k = 0; k < rows.rows.size(); ++k) {
+    const auto row = static_cast<std::size_t>(rows.rows[k]);
+    if (row >= weights.size()) throw std::out_of_range("divide_by_row_weights: row out of range");
+    const float s = weights[row];
+    if (!(s > 0.0f)) continue;
+    for (std::size_t j = 0; j < e; ++j) rows.values[k * e + j] /= s;
+  }
+}
+
+template void set_row_weights(const sparse::SparseGradient<std::uint32_t>&, std::int64_t, float,
+                              std::vector<float>&);
+template void set_row_weights(const sparse::SparseGradient<std::uint64_t>&, std::int64_t, float,
+                              std::vector<float>&);
 template RowGradient touched_rows(const sync::SyncResult<std::uint32_t>&, std::int64_t, double);
 template RowGradient touched_rows(const sync::SyncResult<std::uint64_t>&, std::int64_t, double);
 

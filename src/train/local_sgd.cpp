@@ -25,6 +25,7 @@ LocalSgd<Index>::LocalSgd(const TrainConfig& cfg, Engine& engine, int workers,
               cfg.shard ? group : nullptr),
       step_weight_(cfg.step_weight),
       embedding_rows_(cfg.embedding_rows),
+      touched_mean_(cfg.embedding_mean == "touched"),
       fault_(parse_faults(cfg.inject_fault).corrupt) {
   const int world = workers;
   const bool edit = cfg.strategy == "edit" || cfg.strategy == "aedit";
@@ -217,6 +218,7 @@ void LocalSgd<Index>::begin_sync(comm::Communicator& comm, int step) {
   } else {
     average_finite(comm);
   }
+  note_touched_weights();
   requests_.clear();
   requests_.resize(static_cast<std::size_t>(layers_));
   posted_at_.assign(static_cast<std::size_t>(layers_), 0.0);
@@ -301,7 +303,8 @@ void LocalSgd<Index>::finish_embedding(comm::Communicator& comm) {
   const double t0 = comm.wtime();
   scheme_->synchronize(comm, local_, emb_result_);
   const auto E = static_cast<std::int64_t>(engine_.embedding.size(1));
-  const auto rows = touched_rows(emb_result_, E, 1.0);  // rows of this rank's block
+  auto rows = touched_rows(emb_result_, E, 1.0);  // rows of this rank's block
+  if (touched_mean_) mean_over_touching(comm, rows);
   const bool skip = std::find(last_skipped_.begin(), last_skipped_.end(), 0) != last_skipped_.end();
   if (!skip) {
     double scale = 1.0;
@@ -314,6 +317,23 @@ void LocalSgd<Index>::finish_embedding(comm::Communicator& comm) {
   }
   embedding_to_model();
   if (sync_event_) sync_event_(0, t0, t0, comm.wtime());
+}
+
+// --embedding-mean touched: this worker's weight at each row of its Δ (after the weights, so a
+// dropped worker's rows are gone).
+template <class Index>
+void LocalSgd<Index>::note_touched_weights() {
+  if (!touched_mean_) return;
+  touched_weights_.assign(static_cast<std::size_t>(shards_.rows()), 0.0f);
+  set_row_weights(local_, engine_.embedding.size(1), embedding_weight_, touched_weights_);
+}
+
+// Each row of Σ w_i Δ_i divided by the weights of the workers that touched it, so that a row one
+// worker saw moves as far as that worker moved it, not 1/n as far.
+template <class Index>
+void LocalSgd<Index>::mean_over_touching(comm::Communicator& comm, RowGradient& rows) {
+  comm.allreduce(std::span<float>(touched_weights_), comm::ReduceOp::sum);
+  divide_by_row_weights(rows, engine_.embedding.size(1), touched_weights_);
 }
 
 template <class Index>
@@ -347,6 +367,7 @@ void LocalSgd<Index>::penalize(comm::Communicator& comm, sparse::SparseGradient<
     for (std::size_t i = shards_.local(u).begin; i < shards_.local(u).end; ++i)
       delta_dense_[i] = w == 0.0f ? 0.0f : delta_dense_[i] * w;
   }
+  embedding_weight_ = static_cast<float>(mine[0]);
   if (mine[0] == 0.0) {
     local.indices.clear();
     local.values.clear();
@@ -379,6 +400,7 @@ void LocalSgd<Index>::average_finite(comm::Communicator& comm) {
   }
   weigh_by_steps(weights);
   const auto w = static_cast<float>(weights[static_cast<std::size_t>(comm.rank())]);
+  embedding_weight_ = w;
   if (w == 0.0f) {  // exact zeros, never 0·NaN
     std::fill(delta_dense_.begin(), delta_dense_.end(), 0.0f);
     local_.indices.clear();

@@ -120,6 +120,8 @@ class LocalSgd {
   void post_through(comm::Communicator& comm, int unit);  // posts units next_post_ .. unit
   void finish_unit(comm::Communicator& comm, int unit);   // waits, outer step, θ̄ into the model
   void finish_embedding(comm::Communicator& comm);
+  void note_touched_weights();  // --embedding-mean touched (begin_sync)
+  void mean_over_touching(comm::Communicator& comm, RowGradient& rows);  // (finish_embedding)
   bool clipping() const;
   double clip_scale_of(double norm) const;
   double clip_scale(int unit);  // collective over the shard group when sharded and clipping
@@ -173,6 +175,11 @@ class LocalSgd {
   WeightStats last_weights_;
   double step_weight_ = 0;
   bool embedding_rows_ = true;  // the embedding's Δ as rows (TrainConfig::embedding_rows)
+  // --embedding-mean touched: per row of this rank's block, the weights of the workers that
+  // touched it (this worker's, summed in finish_embedding); empty: the mean over all workers.
+  bool touched_mean_ = false;
+  float embedding_weight_ = 0;
+  std::vector<float> touched_weights_;
   std::optional<TimedRounds> timed_;
   std::optional<TimedRounds::Round> round_;
   std::optional<FaultInjection> fault_;

@@ -109,6 +109,10 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
     }
     return std::nullopt;
   }
+  if (c.embedding_mean != "all") {
+    return "--embedding-mean touched is built for local SGD in one cluster; across sites a "
+           "clique averages the whole parameters (docs/wan-train.md)";
+  }
   if (c.strategy == "aedit") {  // rounds by the model clock, which every site must know
     if (!(c.compute_s > 0)) {
       return "--strategy aedit with --topology needs --compute-s (its rounds come by the model "
@@ -269,6 +273,14 @@ std::optional<std::string> check_config(const TrainConfig& c) {
   if (!(c.outer_momentum >= 0 && c.outer_momentum < 1)) {
     return fmt::format("--outer-momentum {} is not in [0, 1)", c.outer_momentum);
   }
+  if (c.embedding_mean != "all" && c.embedding_mean != "touched") {
+    return fmt::format("--embedding-mean: unknown mean '{}' (valid: all, touched)",
+                       c.embedding_mean);
+  }
+  if (c.embedding_mean != "all" && c.strategy == "ddp") {
+    return "--embedding-mean averages local SGD's pseudo-gradients: it applies to diloco, edit "
+           "and aedit (this run has --strategy ddp)";
+  }
   if (c.strategy != "ddp" && c.topk > 0) {
     return fmt::format(
         "--topk compresses data-parallel gradients: it applies to --strategy ddp "
@@ -361,6 +373,7 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"step-weight", c.step_weight},
                             {"outer-lr", c.outer_lr},
                             {"outer-momentum", c.outer_momentum},
+                            {"embedding-mean", c.embedding_mean},
                             {"penalty", c.penalty},
                             {"anomaly-threshold", c.anomaly_threshold},
                             {"ewma-alpha", c.ewma_alpha},

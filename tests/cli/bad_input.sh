@@ -183,6 +183,14 @@ printf '{"steps": 1, "dump_gradz": "x"}' > "$tmp/typo.json"
 expect_error sync-threads-too-many "sync-threads 1000: this machine has [0-9]+ cores" train \
   --steps 1 --sync-threads 1000 --out "$tmp/x"
 expect_error config-json-typo "unknown key 'dump-gradz'" train --config "$tmp/typo.json" --out "$tmp/x"
+expect_error embedding-mean-unknown "--embedding-mean: unknown mean 'some'" train --steps 1 \
+  --strategy diloco --embedding-mean some --out "$tmp/x"
+expect_error embedding-mean-ddp "--embedding-mean averages local SGD's pseudo-gradients" train \
+  --steps 1 --embedding-mean touched --out "$tmp/x"
+printf 'A,Alpha,Europe,50,0\nB,Beta,Europe,51,1\n' >"$tmp/two-sites.csv"
+expect_error embedding-mean-sites "--embedding-mean touched is built for local SGD in one cluster" \
+  train --steps 1 --strategy diloco --embedding-mean touched --topology "$tmp/two-sites.csv" \
+  --out "$tmp/x"
 
 # issue 13: plan / wan-sim / schedule files
 # A given flag is checked, never confused with "not given" (patterns: no leading '-' for grep).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # EDiT's 2-D mesh (--shard-group-size S) end to end: sharding the local-SGD state, the inner
 # optimizer's state and the dense parameters over a worker's ranks changes no number that
-# matters (sharded == --no-shard for ddp, diloco, edit, aedit; ddp with S = 2 == S = 1), also
+# matters (sharded == --no-shard for ddp, diloco (also --embedding-mean touched), edit, aedit; ddp with S = 2 == S = 1), also
 # with pieces of unequal size (6 ranks, S = 3); sharded runs resume exactly; the state per rank
 # falls with S = 2; bad input errors on every rank. usage: mesh_test.sh ATOLL_BINARY
 set -uo pipefail
@@ -39,6 +39,18 @@ done
 if [ "$(field loss "$tmp/diloco-shard/metrics.jsonl" | md5sum)" = \
   "$(field loss "$tmp/edit-shard/metrics.jsonl" | md5sum)" ]; then
   fail "edit and diloco gave the same losses: the penalty did nothing"
+fi
+
+# --embedding-mean touched (each row's Δ over the workers that touched it): the row weights of
+# a worker's block summed over the workers, sharded == --no-shard; and it changes the losses.
+mesh touched-shard 4 "${l[@]}" --strategy diloco --embedding-mean touched --shard-group-size 2
+mesh touched-replicated 4 "${l[@]}" --strategy diloco --embedding-mean touched \
+  --shard-group-size 2 --no-shard
+check "diloco --embedding-mean touched sharded == --no-shard" "$tmp/touched-replicated" \
+  "$tmp/touched-shard"
+if [ "$(field loss "$tmp/diloco-shard/metrics.jsonl" | md5sum)" = \
+  "$(field loss "$tmp/touched-shard/metrics.jsonl" | md5sum)" ]; then
+  fail "--embedding-mean touched gave diloco's losses: the mean over touching workers did nothing"
 fi
 
 # 3. Pieces of unequal size: 6 ranks, S = 3 (2 workers), edit without overlap; and ddp on 6

@@ -107,6 +107,40 @@ void check_random_rows(std::int64_t E, std::int64_t V, double density, unsigned 
   EXPECT_EQ(c.values, b.values) << "rows, E " << E << " density " << density;
 }
 
+// --embedding-mean touched: three workers' weights (1/3 each) at the rows their Δ holds, as rows
+// and as elements, summed; each summed row divided by its touching weight is the mean over the
+// workers that touched it.
+TEST(EmbeddingRows, MeanOverTheWorkersThatTouchedARow) {
+  const std::int64_t E = 2, V = 4;
+  // Worker 0 touched rows 0 and 3 (index 0 and M - 1), worker 1 row 3, worker 2 nothing.
+  sparse::SparseGradient<std::uint32_t> w0_rows, w1_elements, w2_empty;
+  w0_rows.elements = w1_elements.elements = w2_empty.elements = E * V;
+  w0_rows.width = 2;
+  w0_rows.indices = {0, 3};
+  w0_rows.values = {3, 6, 9, 12};
+  w1_elements.indices = {6, 7};  // row 3 as elements
+  w1_elements.values = {3, 0};
+  std::vector<float> sum(V, 0.0f);
+  for (const auto* w : {&w0_rows, &w1_elements, &w2_empty}) {
+    std::vector<float> mine(V, 0.0f);
+    set_row_weights(*w, E, 1.0f / 3, mine);
+    for (std::int64_t r = 0; r < V; ++r) sum[r] += mine[r];
+  }
+  EXPECT_FLOAT_EQ(sum[0], 1.0f / 3);
+  EXPECT_EQ(sum[1], 0.0f);
+  EXPECT_FLOAT_EQ(sum[3], 2.0f / 3);
+  // Σ w_i Δ_i: row 0 = (3, 6)/3, row 3 = ((9, 12) + (3, 0))/3.
+  RowGradient rows{{0, 3}, {1, 2, 4, 4}};
+  divide_by_row_weights(rows, E, sum);
+  EXPECT_FLOAT_EQ(rows.values[0], 3);  // worker 0's own Δ: it alone touched row 0
+  EXPECT_FLOAT_EQ(rows.values[1], 6);
+  EXPECT_FLOAT_EQ(rows.values[2], 6);  // the mean of workers 0 and 1
+  EXPECT_FLOAT_EQ(rows.values[3], 6);
+  std::vector<float> short_weights(2, 1.0f);
+  EXPECT_THROW(divide_by_row_weights(rows, E, short_weights), std::out_of_range);
+  EXPECT_THROW(set_row_weights(w0_rows, E, 1.0f, short_weights), std::out_of_range);
+}
+
 TEST(EmbeddingRows, OnePassWalkMatchesTheDenseForm) {
   for (const std::int64_t E : {1, 3, 7, 64}) {
     for (const double density : {0.0, 0.01, 0.3, 1.0}) {

@@ -111,6 +111,10 @@ struct TrainConfig {
   // The embedding's gradient as rows (one index per row of E values; Zen carries them as rows,
   // the other schemes as elements) or, off, as elements (one index per value).
   bool embedding_rows = true;
+  // Local SGD: each embedding row's pseudo-gradient averaged over the workers that touched the
+  // row since the last synchronization ("touched"), or over all workers ("all", DiLoCo's dense
+  // average, in which a row only one of n workers saw moves 1/n as far as that worker moved it).
+  std::string embedding_mean = "all";
   double topk = 0;  // > 0: dense gradients top-k compressed (share kept), error feedback
   std::uint64_t bucket_bytes = 25ull << 20;  // dense allreduce bucket size
   int eval_every = 50;     // validation loss / perplexity every K steps (and at 0 and the end)
