@@ -48,7 +48,7 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   timer.start("embedding_sync");
   scheme_->synchronize(comm, local, result_);
   timer.start("rows");
-  RowGradient rows = touched_rows(result_, E_, 1.0 / world);
+  RowGradient rows = in_place_rows(result_, E_, 1.0 / world);  // read from result_ in place
   timer.start("compare");
   for (std::size_t c = before; c < comparison_.size(); ++c) comparison_.run(comm, c, local, E_);
   comparison_.check_rows(rows, E_);

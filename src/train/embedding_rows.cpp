@@ -89,6 +89,43 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
   return out;
 }
 
+bool RowGradient::row_skipped(std::size_t k, std::size_t E) const {
+  if (!is_in_place()) return false;
+  const float* v = in_place.data() + k * E;
+  bool any = false;
+  for (std::size_t j = 0; j < E; ++j) any |= v[j] != 0.0f;
+  return !any;
+}
+
+template <class Index>
+RowGradient in_place_rows(const sync::SyncResult<Index>& result, std::int64_t E, double scale) {
+  if (result.dense_form || result.sparse.width != static_cast<std::uint64_t>(E) || E <= 1)
+    return touched_rows(result, E, scale);
+  RowGradient out;
+  out.rows.assign(result.sparse.indices.begin(), result.sparse.indices.end());
+  out.in_place = result.sparse.values;
+  out.scale = static_cast<float>(scale);
+  out.read_in_place = true;
+  return out;
+}
+
+RowGradient owned_rows(const RowGradient& rows, std::int64_t E) {
+  if (!rows.is_in_place()) return rows;
+  const auto e = static_cast<std::size_t>(E);
+  RowGradient out;
+  out.values.reserve(rows.in_place.size());
+  for (std::size_t k = 0; k < rows.rows.size(); ++k) {
+    if (rows.row_skipped(k, e)) continue;
+    out.rows.push_back(rows.rows[k]);
+    const float* v = rows.row_values(k, e);
+    for (std::size_t j = 0; j < e; ++j) out.values.push_back(v[j] * rows.scale);
+  }
+  return out;
+}
+
+template RowGradient in_place_rows(const sync::SyncResult<std::uint32_t>&, std::int64_t, double);
+template RowGradient in_place_rows(const sync::SyncResult<std::uint64_t>&, std::int64_t, double);
+
 template <class Index>
 void set_row_weights(const sparse::SparseGradient<Index>& local, std::int64_t E, float weight,
                      std::vector<float>& weights) {

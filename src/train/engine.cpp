@@ -48,10 +48,12 @@ void Engine::inner_step(const RowGradient& rows, double dense_lr, double embed_l
   const auto E = static_cast<std::size_t>(embedding.size(1));
   float* w = embedding.data_ptr<float>();
   const auto lr = static_cast<float>(embed_lr);
+  const float scale = rows.is_in_place() ? rows.scale : 1.0f;  // owned rows are scaled
   for (std::size_t k = 0; k < rows.rows.size(); ++k) {
+    if (rows.row_skipped(k, E)) continue;
     float* row = w + static_cast<std::size_t>(rows.rows[k]) * E;
-    const float* g = rows.values.data() + k * E;
-    for (std::size_t j = 0; j < E; ++j) row[j] -= lr * g[j];
+    const float* g = rows.row_values(k, E);
+    for (std::size_t j = 0; j < E; ++j) row[j] -= lr * (g[j] * scale);
   }
 }
 

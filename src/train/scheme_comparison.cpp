@@ -46,7 +46,9 @@ double SchemeComparison<Index>::run(comm::Communicator& comm, std::size_t c,
 }
 
 template <class Index>
-void SchemeComparison<Index>::check_rows(const RowGradient& rows, std::int64_t E) {
+void SchemeComparison<Index>::check_rows(const RowGradient& training_rows, std::int64_t E) {
+  if (compared_.empty()) return;
+  const RowGradient rows = owned_rows(training_rows, E);
   for (auto& x : compared_) {
     const auto& crows = x.rows;
     bool same = crows.rows == rows.rows && crows.values.size() == rows.values.size();

@@ -81,9 +81,10 @@ void ShardedOptimizer::reduce_scatter_grads(double scale, comm::Communicator* ac
 }
 
 // The embedding: the rows of this rank's block, indexed within the block.
-void ShardedOptimizer::step_rows(const RowGradient& rows, double lr, std::int64_t t) {
+void ShardedOptimizer::step_rows(const RowGradient& all_rows, double lr, std::int64_t t) {
   const std::int64_t first = shards_.row_begin(), last = first + shards_.rows();
   const auto E = static_cast<std::size_t>(engine_.embedding.size(1));
+  const RowGradient rows = owned_rows(all_rows, static_cast<std::int64_t>(E));
   RowGradient mine;
   for (std::size_t k = 0; k < rows.rows.size(); ++k) {
     if (rows.rows[k] < first || rows.rows[k] >= last) continue;

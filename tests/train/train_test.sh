@@ -35,6 +35,16 @@ for s in agsparse sparcml omnireduce sparse_ps zen_coo zen auto; do
   fi
 done
 
+# The embedding's gradient as rows (the default; the optimizer reads Zen's summed rows in place)
+# and as elements (copied into rows): the same sums in the same order, so the same bits.
+if run 4 "$atoll" "${common[@]}" --steps 50 --sync zen --embedding-rows false \
+  --out "$tmp/zen-elements" >/dev/null 2>&1 &&
+  msg=$(compare "$tmp/zen/metrics.jsonl" "$tmp/zen-elements/metrics.jsonl" 0); then
+  echo "ok   zen rows (read in place) == zen elements: $msg"
+else
+  fail "zen rows vs elements: ${msg:-run failed}"
+fi
+
 # auto's run records the scheme of every step: its trial steps first (at most 15, src/sync/
 # auto_tuner.h), then one scheme.
 if msg=$(python3 - "$tmp/auto/metrics.jsonl" <<'PY'

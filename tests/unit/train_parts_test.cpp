@@ -141,6 +141,49 @@ TEST(EmbeddingRows, MeanOverTheWorkersThatTouchedARow) {
   EXPECT_THROW(set_row_weights(w0_rows, E, 1.0f, short_weights), std::out_of_range);
 }
 
+// Zen's row form read in place (no copy of the summed rows): the rows touched_rows would give,
+// bit for bit, to every reader: LazyAdamW, owned_rows, a row of zeros skipped (index 0 and V - 1,
+// E not a power of two, a scale that is not 1), for both index widths.
+template <class Index>
+void check_in_place_rows() {
+  const std::int64_t E = 3, V = 6;
+  sync::SyncResult<Index> result;
+  result.sparse.elements = static_cast<std::uint64_t>(E * V);
+  result.sparse.width = static_cast<std::uint32_t>(E);
+  result.sparse.indices = {0, 2, 3, 5};                                    // row 3 sums to zero
+  result.sparse.values = {1, -2, 3, 0.5f, 0, 7, 0, 0, 0, -4, 1e-3f, 9};  // rows × E
+  const double scale = 1.0 / 3;
+  const auto copied = touched_rows(result, E, scale);
+  const auto in_place = in_place_rows(result, E, scale);
+  ASSERT_TRUE(in_place.is_in_place());
+  EXPECT_EQ(in_place.in_place.data(), result.sparse.values.data());  // not copied
+  const auto owned = owned_rows(in_place, E);
+  EXPECT_EQ(owned.rows, copied.rows);
+  EXPECT_EQ(owned.values, copied.values);
+  EXPECT_EQ(copied.rows, (std::vector<std::int64_t>{0, 2, 5}));
+  auto w1 = torch::linspace(-1, 1, V * E).reshape({V, E}), w2 = w1.clone();
+  LazyAdamW a(w1), b(w2);
+  for (std::int64_t t = 1; t <= 3; ++t) {
+    a.step(w1, copied, 0.1, 0.01, t);
+    b.step(w2, in_place, 0.1, 0.01, t);
+  }
+  EXPECT_TRUE(torch::equal(w1, w2));
+  // Another form (elements) is copied as before.
+  sync::SyncResult<Index> elements;
+  sparse::expand_blocks(result.sparse, elements.sparse);
+  EXPECT_FALSE(in_place_rows(elements, E, scale).is_in_place());
+  // No rows at all: in place, nothing to read.
+  sync::SyncResult<Index> empty;
+  empty.sparse.elements = result.sparse.elements;
+  empty.sparse.width = static_cast<std::uint32_t>(E);
+  EXPECT_TRUE(owned_rows(in_place_rows(empty, E, scale), E).rows.empty());
+}
+
+TEST(EmbeddingRows, InPlaceRowsReadLikeCopiedRows) {
+  check_in_place_rows<std::uint32_t>();
+  check_in_place_rows<std::uint64_t>();
+}
+
 TEST(EmbeddingRows, OnePassWalkMatchesTheDenseForm) {
   for (const std::int64_t E : {1, 3, 7, 64}) {
     for (const double density : {0.0, 0.01, 0.3, 1.0}) {
