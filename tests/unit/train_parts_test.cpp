@@ -150,7 +150,7 @@ void check_in_place_rows() {
   sync::SyncResult<Index> result;
   result.sparse.elements = static_cast<std::uint64_t>(E * V);
   result.sparse.width = static_cast<std::uint32_t>(E);
-  result.sparse.indices = {0, 2, 3, 5};                                    // row 3 sums to zero
+  result.sparse.indices = {0, 2, 3, 5};                                  // row 3 sums to zero
   result.sparse.values = {1, -2, 3, 0.5f, 0, 7, 0, 0, 0, -4, 1e-3f, 9};  // rows × E
   const double scale = 1.0 / 3;
   const auto copied = touched_rows(result, E, scale);
