@@ -138,6 +138,7 @@ void set_row_weights(const sparse::SparseGradient<Index>& local, std::int64_t E,
 }
 
 void divide_by_row_weights(RowGradient& rows, std::int64_t E, const std::vector<float>& weights) {
+  if (rows.is_in_place()) throw std::logic_error("divide_by_row_weights: rows read in place");
   const auto e = static_cast<std::size_t>(E);
   for (std::size_t k = 0; k < rows.rows.size(); ++k) {
     const auto row = static_cast<std::size_t>(rows.rows[k]);

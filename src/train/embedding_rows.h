@@ -19,7 +19,7 @@ struct RowGradient {
   std::vector<std::int64_t> rows;
   std::vector<float> values;        // owned: rows × E, already scaled, no row of zeros
   std::span<const float> in_place;  // in place: rows × E, to be scaled
-  float scale = 1.0f;               // in place only (owned values are scaled)
+  float scale = 1.0f;               // in place: 1/n; owned: 1 (the values are scaled)
   bool read_in_place = false;       // which of the two holds the values
   bool is_in_place() const { return read_in_place; }
   const float* row_values(std::size_t k, std::size_t E) const {

@@ -48,7 +48,7 @@ void Engine::inner_step(const RowGradient& rows, double dense_lr, double embed_l
   const auto E = static_cast<std::size_t>(embedding.size(1));
   float* w = embedding.data_ptr<float>();
   const auto lr = static_cast<float>(embed_lr);
-  const float scale = rows.is_in_place() ? rows.scale : 1.0f;  // owned rows are scaled
+  const float scale = rows.scale;  // 1 for owned rows, which are scaled already
   for (std::size_t k = 0; k < rows.rows.size(); ++k) {
     if (rows.row_skipped(k, E)) continue;
     float* row = w + static_cast<std::size_t>(rows.rows[k]) * E;

@@ -22,9 +22,9 @@ void LazyAdamW::step(torch::Tensor& weight, const RowGradient& g, double lr, dou
   const auto step_size = static_cast<float>(lr / bc1);
   const auto inv_sqrt_bc2 = static_cast<float>(1 / std::sqrt(bc2));
   const auto e = static_cast<float>(eps);
-  // Owned rows are scaled already (scale 1: the product is exact); rows read in place are
-  // scaled here, the product touched_rows would have stored.
-  const float scale = g.is_in_place() ? g.scale : 1.0f;
+  // Rows read in place are scaled here, the product touched_rows would have stored; owned rows
+  // are scaled already (scale 1: the product is exact).
+  const float scale = g.scale;
   for (std::size_t k = 0; k < g.rows.size(); ++k) {
     if (g.row_skipped(k, E)) continue;
     const std::size_t off = static_cast<std::size_t>(g.rows[k]) * E;

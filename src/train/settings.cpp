@@ -109,7 +109,7 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
     }
     return std::nullopt;
   }
-  if (c.embedding_mean != "all") {
+  if (c.embedding_mean == "touched") {
     return "--embedding-mean touched is built for local SGD in one cluster; across sites a "
            "clique averages the whole parameters (docs/wan-train.md)";
   }

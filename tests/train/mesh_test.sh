@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # EDiT's 2-D mesh (--shard-group-size S) end to end: sharding the local-SGD state, the inner
 # optimizer's state and the dense parameters over a worker's ranks changes no number that
-# matters (sharded == --no-shard for ddp, diloco (also --embedding-mean touched), edit, aedit; ddp with S = 2 == S = 1), also
-# with pieces of unequal size (6 ranks, S = 3); sharded runs resume exactly; the state per rank
-# falls with S = 2; bad input errors on every rank. usage: mesh_test.sh ATOLL_BINARY
+# matters (sharded == --no-shard for ddp, diloco (also --embedding-mean touched), edit, aedit;
+# ddp with S = 2 == S = 1), also with pieces of unequal size (6 ranks, S = 3); sharded runs
+# resume exactly; the state per rank falls with S = 2; bad input errors on every rank.
+# usage: mesh_test.sh ATOLL_BINARY
 set -uo pipefail
 atoll=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -44,7 +44,9 @@ TEST(LazyAdamW, TouchingEveryRowEqualsTorchAdamW) {
 TEST(LazyAdamW, UntouchedRowsDoNotMoveAndStateRoundTrips) {
   auto w = torch::ones({4, 2});
   LazyAdamW opt(w);
-  RowGradient g{{2}, {1.0f, -1.0f}};
+  RowGradient g;
+  g.rows = {2};
+  g.values = {1.0f, -1.0f};
   opt.step(w, g, 0.1, 0.0, 1);
   EXPECT_TRUE(torch::equal(w[0], torch::ones({2})));
   EXPECT_FALSE(torch::equal(w[2], torch::ones({2})));
@@ -130,7 +132,9 @@ TEST(EmbeddingRows, MeanOverTheWorkersThatTouchedARow) {
   EXPECT_EQ(sum[1], 0.0f);
   EXPECT_FLOAT_EQ(sum[3], 2.0f / 3);
   // Σ w_i Δ_i: row 0 = (3, 6)/3, row 3 = ((9, 12) + (3, 0))/3.
-  RowGradient rows{{0, 3}, {1, 2, 4, 4}};
+  RowGradient rows;
+  rows.rows = {0, 3};
+  rows.values = {1, 2, 4, 4};
   divide_by_row_weights(rows, E, sum);
   EXPECT_FLOAT_EQ(rows.values[0], 3);  // worker 0's own Δ: it alone touched row 0
   EXPECT_FLOAT_EQ(rows.values[1], 6);
