@@ -4,9 +4,10 @@
 // owner and summed per server as Zen's push and aggregation do, cut into Zen's byte-balanced pull
 // chunks. For every block (server x chunk) it counts the index part's bytes as the hash bitmap,
 // as COO (4-byte indices), as Elias–Fano (atoll/sparse/elias_fano.h, round-tripped on every block
-// to check it is exact), and the entropy bound log2 C(slots, nnz); Zen today picks bitmap or COO
-// per block, "best" adds Elias–Fano. Prints one JSON line per density
-// (docs/results/index-coding.md).
+// to check it is exact), as Elias–Fano of the empty slots (the code zen_ef uses for dense blocks,
+// also round-tripped), and the entropy bound log2 C(slots, nnz); Zen picks bitmap or COO per block,
+// "best3" adds Elias–Fano, "best" (what zen_ef sends) both Elias–Fano codes. Prints one JSON line
+// per density (docs/results/index-coding.md).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -63,20 +64,23 @@ nlohmann::json measure(const sparse::GeneratorOptions& g, std::uint32_t n) {
   for (std::uint32_t j = 0; j < n; ++j)
     std::copy(sums[j].bucket_nnz.begin(), sums[j].bucket_nnz.end(), bucket_nnz.begin() + j * H);
   const auto bounds = sync::zen_balanced_chunks(layout, buckets, bucket_nnz, kChunks);
-  double bitmap = 0, coo = 0, zen = 0, ef = 0, best = 0, entropy = 0, values = 0, blocks = 0;
-  double big_best = 0, big_ef = 0, big_entropy = 0, decode_s = 0;
-  std::uint64_t nnz_total = 0, ef_blocks = 0;
-  std::vector<std::uint64_t> positions, decoded;
+  double bitmap = 0, coo = 0, zen = 0, ef = 0, efc = 0, best3 = 0, best = 0, entropy = 0;
+  double values = 0, blocks = 0, big_best = 0, big_best3 = 0, big_ef = 0, big_entropy = 0;
+  double decode_s = 0;
+  std::uint64_t nnz_total = 0, ef_blocks = 0, efc_blocks = 0;
+  std::vector<std::uint64_t> positions, empties, decoded;
   std::vector<std::uint8_t> code;
   for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
     for (std::uint32_t j = 0; j < n; ++j) {
       const std::size_t w0 = layout.granules_before(j, bounds[p]);
       const std::size_t w1 = layout.granules_before(j, bounds[p + 1]);
       const std::uint64_t slots = (w1 - w0) * sync::kZenGranule;
-      positions.clear();
+      positions.clear(), empties.clear();
       for (std::size_t w = w0; w < w1; ++w) {
         for (std::uint64_t word = sums[j].words[w]; word != 0; word &= word - 1)
           positions.push_back((w - w0) * 64 + static_cast<unsigned>(std::countr_zero(word)));
+        for (std::uint64_t word = ~sums[j].words[w]; word != 0; word &= word - 1)
+          empties.push_back((w - w0) * 64 + static_cast<unsigned>(std::countr_zero(word)));
       }
       const auto k = positions.size();
       code.clear();
@@ -85,13 +89,23 @@ nlohmann::json measure(const sparse::GeneratorOptions& g, std::uint32_t n) {
       sparse::elias_fano_decode(code, slots, k, decoded);
       decode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (decoded != positions) throw std::runtime_error("Elias-Fano round trip differs");
-      const double b = slots / 8.0, c = 4.0 * k, e = static_cast<double>(code.size());
-      const double z = std::min(b, c), all = std::min(z, e);
-      bitmap += b, coo += c, zen += z, ef += e, best += all, values += 4.0 * k, ++blocks;
-      ef_blocks += e < z;
+      const double e = static_cast<double>(code.size());
+      code.clear();
+      sparse::elias_fano_encode(empties, slots, code);
+      sparse::elias_fano_decode(code, slots, empties.size(), decoded);
+      if (decoded != empties) throw std::runtime_error("Elias-Fano (empty slots) round trip differs");
+      const double b = slots / 8.0, c = 4.0 * k, ec = static_cast<double>(code.size());
+      const double z = std::min(b, c), three = std::min(z, e), all = std::min(three, ec);
+      bitmap += b, coo += c, zen += z, ef += e, efc += ec, best3 += three, best += all;
+      values += 4.0 * k, ++blocks;
+      // Which code zen_ef sends (ties: bitmap, indices, Elias-Fano, of the empty slots).
+      ef_blocks += e < z && e <= ec, efc_blocks += ec < three;
       const double bound = sparse::subset_entropy_bits(slots, k) / 8;
       entropy += bound;
-      if (k >= 64) big_best += all + kHeader, big_ef += e + kHeader, big_entropy += bound;
+      if (k >= 64) {
+        big_best += all + kHeader, big_best3 += three + kHeader, big_ef += e + kHeader;
+        big_entropy += bound;
+      }
       nnz_total += k;
     }
   }
@@ -99,13 +113,24 @@ nlohmann::json measure(const sparse::GeneratorOptions& g, std::uint32_t n) {
   nlohmann::json j;
   j["ranks"] = n, j["elements"] = g.elements, j["density"] = g.density, j["zipf"] = g.zipf_exponent;
   j["blocks"] = blocks, j["nnz_summed"] = nnz_total;
-  j["index_bytes"] = {{"bitmap", bitmap}, {"coo", coo},   {"zen", zen},
-                      {"elias_fano", ef}, {"best", best}, {"entropy_bound", entropy}};
+  j["index_bytes"] = {{"bitmap", bitmap},
+                      {"coo", coo},
+                      {"zen", zen},
+                      {"elias_fano", ef},
+                      {"elias_fano_empty_slots", efc},
+                      {"best3", best3},
+                      {"best", best},
+                      {"entropy_bound", entropy}};
   j["blocks_elias_fano_smallest"] = ef_blocks;
+  j["blocks_elias_fano_empty_smallest"] = efc_blocks;
   j["value_bytes"] = values, j["header_bytes"] = headers;
-  j["pulled_bytes"] = {{"zen", zen + values + headers}, {"best", best + values + headers}};
+  j["pulled_bytes"] = {{"zen", zen + values + headers},
+                       {"best3", best3 + values + headers},
+                       {"best", best + values + headers}};
   // The target: encoded index bytes (headers counted) over the entropy bounds, blocks >= 64 nnz.
-  j["big_blocks_ratio"] = {{"best", big_best / big_entropy}, {"elias_fano", big_ef / big_entropy}};
+  j["big_blocks_ratio"] = {{"best", big_best / big_entropy},
+                           {"best3", big_best3 / big_entropy},
+                           {"elias_fano", big_ef / big_entropy}};
   j["elias_fano_decode_ns_per_index"] = nnz_total ? decode_s * 1e9 / nnz_total : 0.0;
   return j;
 }

@@ -56,10 +56,14 @@ double zen_ef_time(const SparsityProfile& p, const Network& net) {
   const double push = frac(p) * nnz(p) * coo_bytes(p);
   const double agg_nnz = std::max(1.0, p.gamma_n * nnz(p));
   const double M = static_cast<double>(p.elements);
-  // Elias-Fano: floor(log2(M / k)) low bits per index plus about 2 high bits (elias_fano.h).
-  const double low = std::floor(std::log2(std::max(1.0, M / agg_nnz)));
-  const double ef = (agg_nnz * (low + 1.0) + M / std::exp2(low)) / 8.0;
-  const double keys = std::min({agg_nnz * p.index_bytes, M / 8.0, ef});
+  // Elias-Fano of k positions: floor(log2(M / k)) low bits each plus about 2 high bits
+  // (elias_fano.h); of the non-zero slots, or of the empty ones (the code for dense blocks).
+  const auto ef = [M](double k) {
+    const double low = std::floor(std::log2(std::max(1.0, M / k)));
+    return (k * (low + 1.0) + M / std::exp2(low)) / 8.0;
+  };
+  const double keys = std::min(
+      {agg_nnz * p.index_bytes, M / 8.0, ef(agg_nnz), ef(std::max(1.0, M - agg_nnz))});
   const double pull = frac(p) * (keys + agg_nnz * 4.0);
   return 2.0 * (p.ranks - 1) * net.latency_s + (push + pull) / net.bandwidth_bytes_per_s;
 }

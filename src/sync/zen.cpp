@@ -52,6 +52,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         op_decode_(comm::cpu_op_id(name_ + ".decode")) {
     if (o.zen_force_elias_fano)
       coding_ = PullCoding::elias_fano;
+    else if (o.zen_force_elias_fano_complement)
+      coding_ = PullCoding::elias_fano_complement;
     else if (!o.zen_allow_bitmap)
       coding_ = PullCoding::coo;
     rows_.emplace(seed_, coding_);

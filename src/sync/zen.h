@@ -10,7 +10,8 @@
 namespace atl::sync {
 
 // coding: how servers code the indices of their pull blocks (zen_partition.h); options can
-// restrict it (zen_allow_bitmap) or force Elias-Fano (zen_force_elias_fano).
+// restrict it (zen_allow_bitmap) or force Elias-Fano (zen_force_elias_fano, of the non-zero slots;
+// zen_force_elias_fano_complement, of the empty ones).
 std::unique_ptr<SyncScheme> make_zen_variant(const SchemeOptions& options, std::string name,
                                              PullCoding coding);
 

@@ -2,6 +2,7 @@
 // (zen_decode.cpp): a 1-byte format, the non-zero count (8 bytes), the keys, then the values.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -9,13 +10,18 @@
 
 namespace atl::sync::zen_blocks {
 
-constexpr std::uint8_t kCoo = 0, kBitmap = 1, kEliasFano = 2;
+// kEliasFanoComplement: Elias-Fano of the block's empty slots (slots - nnz positions; slots is whole
+// 64-bit words, and bits past the slots in use are empty), for dense blocks.
+constexpr std::uint8_t kCoo = 0, kBitmap = 1, kEliasFano = 2, kEliasFanoComplement = 3;
 constexpr std::size_t kBlockHeader = 1 + 8;
 
 inline std::size_t format_key_bytes(std::uint8_t format, std::size_t slots, std::uint64_t nnz,
                                     std::size_t index_bytes) {
   if (format == kBitmap) return slots / 8;
   if (format == kEliasFano) return static_cast<std::size_t>(sparse::elias_fano_bytes(slots, nnz));
+  if (format == kEliasFanoComplement)  // (nnz > slots, refused by every decoder, is sized as full)
+    return static_cast<std::size_t>(
+        sparse::elias_fano_bytes(slots, slots - std::min<std::uint64_t>(nnz, slots)));
   return static_cast<std::size_t>(nnz) * index_bytes;
 }
 

@@ -36,7 +36,8 @@ struct Cursor {
 };
 
 // One chunk's blocks, each checked against its announced size. Elias-Fano blocks are decoded into
-// bitmap words over their slots first, then walked as bitmaps. (Owned here, not thread_local:
+// bitmap words over their slots first (those of the empty slots' code, then inverted), then walked
+// as bitmaps. (Owned here, not thread_local:
 // under SMPI every simulated rank may share one thread, and the walk's progress calls can switch
 // ranks while these words are in use.)
 struct ChunkViews {
@@ -61,7 +62,7 @@ ChunkViews parse_views(const HashLayout& layout, std::uint64_t granule_begin,
     const std::size_t slots =
         (layout.granules_before(j, granule_end) - layout.granules_before(j, granule_begin)) *
         kZenGranule;
-    if (v.format > kEliasFano || v.nnz > slots)
+    if (v.format > kEliasFanoComplement || v.nnz > slots)
       throw malformed(j, fmt::format("format {} with {} non-zeros", v.format, v.nnz));
     const std::size_t key_bytes = format_key_bytes(v.format, slots, v.nnz, index_bytes);
     if (counts[j] != kBlockHeader + key_bytes + v.nnz * sizeof(float)) {
@@ -70,14 +71,17 @@ ChunkViews parse_views(const HashLayout& layout, std::uint64_t granule_begin,
     }
     v.keys = blocks.data() + at + kBlockHeader;
     v.values = v.keys + key_bytes;
-    if (v.format == kEliasFano) {
+    if (v.format == kEliasFano || v.format == kEliasFanoComplement) {
+      const bool empty = v.format == kEliasFanoComplement;  // the code lists the empty slots
       c.ef_words[j].resize(slots / kZenGranule);
       try {
         sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(v.keys, key_bytes), slots,
-                                         v.nnz, c.ef_words[j]);
+                                         empty ? slots - v.nnz : v.nnz, c.ef_words[j]);
       } catch (const std::runtime_error& e) {
         throw malformed(j, e.what());
       }
+      if (empty)
+        for (auto& word : c.ef_words[j]) word = ~word;
       v.format = kBitmap;
       v.keys = reinterpret_cast<const std::uint8_t*>(c.ef_words[j].data());
     }

@@ -317,6 +317,7 @@ using zen_blocks::kBitmap;
 using zen_blocks::kBlockHeader;
 using zen_blocks::kCoo;
 using zen_blocks::kEliasFano;
+using zen_blocks::kEliasFanoComplement;
 using zen_blocks::lowest_bit_or_63;
 
 std::vector<std::uint64_t> zen_granule_bounds(std::uint64_t elements, std::uint32_t parts) {
@@ -347,13 +348,18 @@ std::uint8_t zen_pull_format(std::size_t slots, std::uint64_t nnz, std::size_t i
     case PullCoding::bitmap_or_coo:
       return bitmap < coo ? kBitmap : kCoo;
     case PullCoding::smallest: {
-      // Ties go to the format that decodes faster: bitmap, then indices.
+      // Ties go to the format that decodes faster: bitmap, indices, then Elias-Fano.
       const std::size_t ef = format_key_bytes(kEliasFano, slots, nnz, index_bytes);
-      if (bitmap <= coo && bitmap <= ef) return kBitmap;
-      return coo <= ef ? kCoo : kEliasFano;
+      const std::size_t efc = format_key_bytes(kEliasFanoComplement, slots, nnz, index_bytes);
+      const std::size_t least = std::min({bitmap, coo, ef, efc});
+      if (bitmap == least) return kBitmap;
+      if (coo == least) return kCoo;
+      return ef == least ? kEliasFano : kEliasFanoComplement;
     }
     case PullCoding::elias_fano:
       return kEliasFano;
+    case PullCoding::elias_fano_complement:
+      return kEliasFanoComplement;
   }
   throw std::invalid_argument("zen: unknown pull coding");
 }
@@ -480,16 +486,19 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
 }
 
 namespace {
-// The Elias-Fano code of the non-zero slots of [s0, s1) (positions relative to s0) into `keys`.
+// The Elias-Fano code of the non-zero slots of [s0, s1) (positions relative to s0) into `keys`;
+// with `empty`, of its empty slots (format kEliasFanoComplement).
 template <class Index>
 void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
-                       std::uint8_t* keys, std::size_t key_bytes) {
+                       bool empty, std::uint8_t* keys, std::size_t key_bytes) {
+  const std::uint64_t nnz = sums.nnz_before[s1 / kZenGranule] - sums.nnz_before[s0 / kZenGranule];
   std::vector<std::uint64_t> positions;
-  positions.reserve(sums.nnz_before[s1 / kZenGranule] - sums.nnz_before[s0 / kZenGranule]);
+  positions.reserve(empty ? s1 - s0 - nnz : nnz);
   std::vector<std::uint8_t> code;
+  const std::uint64_t flip = empty ? ~std::uint64_t{0} : 0;
   // The non-zero bitmap exists in both of the server's forms (slot buffer and sorted entries).
   for (std::size_t w = s0 / kZenGranule; w < s1 / kZenGranule; ++w) {
-    for (std::uint64_t word = sums.words[w]; word != 0; word &= word - 1)
+    for (std::uint64_t word = sums.words[w] ^ flip; word != 0; word &= word - 1)
       positions.push_back(w * kZenGranule - s0 +
                           static_cast<std::uint64_t>(std::countr_zero(word)));
   }
@@ -520,7 +529,8 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
   std::uint8_t* values = keys + key_bytes;
   // (key_bytes is 0 for a server with no slots in this chunk, whose words may have no storage.)
   if (format == kBitmap && key_bytes > 0) std::memcpy(keys, sums.words.data() + w0, key_bytes);
-  if (format == kEliasFano) encode_elias_fano(sums, s0, s1, keys, key_bytes);
+  if (format == kEliasFano || format == kEliasFanoComplement)
+    encode_elias_fano(sums, s0, s1, format == kEliasFanoComplement, keys, key_bytes);
   if (sums.sparse) {
     // An empty server's vectors may have no storage: memcpy from null is undefined even for 0
     // bytes (found by fuzz/zen_push.cpp).

@@ -183,10 +183,13 @@ std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const 
       std::memcpy(dst, &r, sizeof(Index));
       dst += sizeof(Index);
     });
-  } else {
+  } else {  // Elias-Fano of the rows' slots, or (kEliasFanoComplement) of the empty ones
+    const std::uint64_t flip = format == kEliasFanoComplement ? ~std::uint64_t{0} : 0;
     std::vector<std::uint64_t> positions;
-    positions.reserve(rows);
-    for_each_slot([&](std::size_t rel) { positions.push_back(rel); });
+    positions.reserve(flip ? bits - rows : rows);
+    for (std::size_t k = 0; k < key.size(); ++k)
+      for (std::uint64_t word = key[k] ^ flip; word; word &= word - 1)
+        positions.push_back(k * 64 + static_cast<std::size_t>(std::countr_zero(word)));
     sparse::elias_fano_encode(positions, bits, block);
   }
   const std::size_t at = block.size();
@@ -220,11 +223,12 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
                 std::size_t s1, std::span<const std::uint8_t> block, std::uint64_t rows,
                 PullCoding coding, DecodedKey& key) {
   const std::size_t bits = (s1 - s0 + 63) / 64 * 64;
-  const std::size_t expected = zen_row_block_bytes(s1 - s0, rows, width, sizeof(Index), coding);
-  const std::uint8_t format = zen_pull_format(bits, rows, sizeof(Index), coding);
   auto fail = [&](const std::string& what) {
     throw MalformedMessage(fmt::format("zen: pull block from server {}: {}", server, what));
   };
+  if (rows > s1 - s0) fail(fmt::format("{} rows announced for {} slots", rows, s1 - s0));
+  const std::size_t expected = zen_row_block_bytes(s1 - s0, rows, width, sizeof(Index), coding);
+  const std::uint8_t format = zen_pull_format(bits, rows, sizeof(Index), coding);
   if (block.size() != expected)
     fail(fmt::format("{} bytes, {} announced rows need {}", block.size(), rows, expected));
   if (block[0] != format) fail(fmt::format("format {}, expected {}", block[0], format));
@@ -249,12 +253,15 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
       key.words[(s - s0) / 64] |= std::uint64_t{1} << ((s - s0) % 64);
     }
   } else {
+    const bool empty = format == kEliasFanoComplement;  // the code lists the empty slots
     try {
-      sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), bits, rows,
-                                       key.words);
+      sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), bits,
+                                       empty ? bits - rows : rows, key.words);
     } catch (const std::runtime_error& e) {
       fail(e.what());
     }
+    if (empty)
+      for (auto& word : key.words) word = ~word;
   }
   // Bits past the chunk's strata (the key is whole words) would be rows of the next chunk.
   if ((s1 - s0) % 64 && !key.words.empty() && (key.words.back() >> ((s1 - s0) % 64)) != 0)

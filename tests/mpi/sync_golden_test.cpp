@@ -245,14 +245,18 @@ TEST_P(GoldenTest, RowsMatchDenseReference) {
   run_row_cases<std::uint64_t>(GetParam());
 }
 
-// Zen's row pull with every key format forced: indices (zen_allow_bitmap off), Elias-Fano.
+// Zen's row pull with every key format forced: indices (zen_allow_bitmap off), Elias-Fano of the
+// rows and of the empty slots.
 TEST(GoldenZenRows, EveryPullFormat) {
-  sync::SchemeOptions coo, ef;
+  sync::SchemeOptions coo, ef, efc;
   coo.zen_allow_bitmap = false;
   ef.zen_force_elias_fano = true;
+  efc.zen_force_elias_fano_complement = true;
   run_row_cases<std::uint32_t>("zen", coo);
   run_row_cases<std::uint32_t>("zen", ef);
   run_row_cases<std::uint64_t>("zen", ef);
+  run_row_cases<std::uint32_t>("zen", efc);
+  run_row_cases<std::uint64_t>("zen", efc);
 }
 
 TEST_P(GoldenTest, BlockWidthMismatchFailsOnEveryRank) {
@@ -276,12 +280,16 @@ TEST_P(GoldenTest, BlockWidthMismatchFailsOnEveryRank) {
 TEST_P(GoldenTest, Index32MatchesDenseReference) { run_all_cases<std::uint32_t>(GetParam()); }
 TEST_P(GoldenTest, Index64MatchesDenseReference) { run_all_cases<std::uint64_t>(GetParam()); }
 
-// Zen's Elias-Fano pull blocks on every case, forced (zen_ef uses them only where smallest).
+// Zen's Elias-Fano pull blocks on every case, forced (zen_ef uses them only where smallest): of the
+// non-zero slots, and of the empty ones.
 TEST(GoldenZenEliasFano, ForcedOnEveryBlock) {
-  sync::SchemeOptions forced;
+  sync::SchemeOptions forced, complement;
   forced.zen_force_elias_fano = true;
+  complement.zen_force_elias_fano_complement = true;
   run_all_cases<std::uint32_t>("zen", forced);
   run_all_cases<std::uint64_t>("zen", forced);
+  run_all_cases<std::uint32_t>("zen", complement);
+  run_all_cases<std::uint64_t>("zen", complement);
 }
 
 // Zen with worker threads (aggregation and decode split into ranges) and with one, whatever the

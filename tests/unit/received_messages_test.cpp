@@ -67,39 +67,42 @@ TEST(ReceivedMessages, ZenPullRefusesCountsPastTheBuffer) {
                  {"server 1", "too short"});
 }
 
-// An Elias-Fano pull block with any one bit of its index code flipped is refused with the sender
-// named, or decodes to another valid set of the same size (a flipped low bit can do that); never
-// out of its server's slots, never unsorted.
+// An Elias-Fano pull block (of the non-zero slots, or of the empty ones) with any one bit of its
+// index code flipped is refused with the sender named, or decodes to another valid set of the same
+// size (a flipped low bit can do that); never out of its server's slots, never unsorted.
 TEST(ReceivedMessages, ZenPullRefusesACorruptEliasFanoBlock) {
   const HashLayout layout(5000, 2, 3);
   std::vector<E32> to0;
   for (std::uint32_t x = 0; x < 5000; x += 7)
     if (atl::sync::zen_owner(x, 2, 3) == 0) to0.push_back({x, 1.0f});
   std::vector<E32> none;
-  auto b0 = zen_encode_pull_block<std::uint32_t>(layout, 0, to0, PullCoding::elias_fano);
-  const auto b1 = zen_encode_pull_block<std::uint32_t>(layout, 1, none, PullCoding::elias_fano);
-  ASSERT_EQ(b0[0], 2) << "format byte: Elias-Fano";
-  const std::size_t header = 9, code = b0.size() - header - to0.size() * sizeof(float);
-  ASSERT_GT(code, 0u);
-  std::size_t refused = 0;
-  for (std::size_t bit = 0; bit < code * 8; ++bit) {
-    auto bad = b0;
-    bad[header + bit / 8] ^= static_cast<std::uint8_t>(1u << (bit % 8));
-    std::vector<std::uint8_t> blocks(bad);
-    blocks.insert(blocks.end(), b1.begin(), b1.end());
-    const std::vector<std::size_t> counts{bad.size(), b1.size()};
-    atl::sparse::SparseGradient<std::uint32_t> out;
-    try {
-      zen_decode_pull<std::uint32_t>(layout, blocks, counts, out);
-      ASSERT_FALSE(out.check().has_value()) << "bit " << bit << ": " << out.check().value_or("");
-      ASSERT_EQ(out.nnz(), to0.size()) << "bit " << bit;
-      for (auto x : out.indices) ASSERT_EQ(atl::sync::zen_owner(x, 2, 3), 0u) << "bit " << bit;
-    } catch (const std::runtime_error& e) {
-      ++refused;
-      EXPECT_NE(std::string(e.what()).find("server 0"), std::string::npos) << e.what();
+  for (const auto coding : {PullCoding::elias_fano, PullCoding::elias_fano_complement}) {
+    SCOPED_TRACE(::testing::Message() << "coding " << static_cast<int>(coding));
+    auto b0 = zen_encode_pull_block<std::uint32_t>(layout, 0, to0, coding);
+    const auto b1 = zen_encode_pull_block<std::uint32_t>(layout, 1, none, coding);
+    ASSERT_EQ(b0[0], coding == PullCoding::elias_fano ? 2 : 3) << "format byte";
+    const std::size_t header = 9, code = b0.size() - header - to0.size() * sizeof(float);
+    ASSERT_GT(code, 0u);
+    std::size_t refused = 0;
+    for (std::size_t bit = 0; bit < code * 8; ++bit) {
+      auto bad = b0;
+      bad[header + bit / 8] ^= static_cast<std::uint8_t>(1u << (bit % 8));
+      std::vector<std::uint8_t> blocks(bad);
+      blocks.insert(blocks.end(), b1.begin(), b1.end());
+      const std::vector<std::size_t> counts{bad.size(), b1.size()};
+      atl::sparse::SparseGradient<std::uint32_t> out;
+      try {
+        zen_decode_pull<std::uint32_t>(layout, blocks, counts, out);
+        ASSERT_FALSE(out.check().has_value()) << "bit " << bit << ": " << out.check().value_or("");
+        ASSERT_EQ(out.nnz(), to0.size()) << "bit " << bit;
+        for (auto x : out.indices) ASSERT_EQ(atl::sync::zen_owner(x, 2, 3), 0u) << "bit " << bit;
+      } catch (const std::runtime_error& e) {
+        ++refused;
+        EXPECT_NE(std::string(e.what()).find("server 0"), std::string::npos) << e.what();
+      }
     }
+    EXPECT_GT(refused, code * 8 / 4) << "most flips of the high part are refused";
   }
-  EXPECT_GT(refused, code * 8 / 4) << "most flips of the high part are refused";
 }
 
 TEST(ReceivedMessages, ZenEncodesAnEmptySparseServer) {

@@ -176,8 +176,26 @@ TEST(Bitmap, EncodeSetsExactlyTheNonZeroSlots) {
   EXPECT_EQ(block.bitmap[16], 0x02);
 }
 
+// zen_ef's choice per block is the smallest code, of four: bitmap at mid density, Elias-Fano of the
+// non-zero slots when sparse (smaller than indices even for one), of the empty slots when dense
+// (where a bitmap spends 1 bit per slot against an entropy of H(0.99) = 0.08); an empty block ties
+// at 0 bytes and takes indices.
+TEST(ZenPull, SmallestCodingPerDensity) {
+  const std::size_t slots = 64 * 1000;
+  EXPECT_EQ(zen_pull_format(slots, 0, 4, PullCoding::smallest), 0);              // indices
+  EXPECT_EQ(zen_pull_format(slots, 1, 4, PullCoding::smallest), 2);
+  EXPECT_EQ(zen_pull_format(slots, slots / 50, 4, PullCoding::smallest), 2);     // Elias-Fano
+  EXPECT_EQ(zen_pull_format(slots, slots / 2, 4, PullCoding::smallest), 1);      // bitmap
+  EXPECT_EQ(zen_pull_format(slots, slots * 99 / 100, 4, PullCoding::smallest), 3);  // of empties
+  EXPECT_EQ(zen_pull_format(slots, slots, 4, PullCoding::smallest), 3);  // full: no code at all
+  EXPECT_EQ(zen_pull_key_bytes(slots, slots, 4, PullCoding::smallest), 0u);
+  EXPECT_LT(zen_pull_key_bytes(slots, slots * 99 / 100, 4, PullCoding::smallest), slots / 8 / 4);
+  // bitmap_or_coo (zen) never takes either Elias-Fano code.
+  EXPECT_EQ(zen_pull_format(slots, slots * 99 / 100, 4, PullCoding::bitmap_or_coo), 1);
+}
+
 constexpr PullCoding kCodings[] = {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest,
-                                   PullCoding::elias_fano};
+                                   PullCoding::elias_fano, PullCoding::elias_fano_complement};
 
 // Encode on every server, decode on a receiver: the result is the exact sum, sorted, for every
 // coding (bitmap at high aggregated density, COO at low, Elias-Fano where smallest or forced), for

@@ -92,7 +92,8 @@ void expect_sum(std::uint64_t R, std::uint32_t w, std::uint32_t n, double densit
 
 TEST(ZenRows, ExactOnEveryShapeAndFormat) {
   for (const auto coding :
-       {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest, PullCoding::elias_fano}) {
+       {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest, PullCoding::elias_fano,
+        PullCoding::elias_fano_complement}) {
     for (const std::uint32_t n : {1u, 3u, 5u, 16u}) {
       for (const double d : {0.0, 0.003, 0.1, 1.0}) {
         expect_sum<std::uint32_t>(2503, 4, n, d, coding);  // R not a multiple of 64
@@ -110,7 +111,8 @@ TEST(ZenRows, ChunksDecodeToTheSameSum) {
   const std::uint32_t n = 3, w = 5;
   const RowLayout layout(R, n, 7);
   const std::size_t words = layout.slots();  // 3001 strata
-  for (const auto coding : {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::elias_fano}) {
+  for (const auto coding : {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::elias_fano,
+                            PullCoding::elias_fano_complement}) {
     std::vector<SparseGradient<std::uint32_t>> grads;
     std::vector<float> ref(R * w, 0.0f);
     std::vector<std::vector<std::uint8_t>> received(n);
@@ -202,7 +204,8 @@ TEST(ZenRows, DecodeRefusesCorruptBlocks) {
   const RowLayout layout(R, 2, 7);
   std::vector<SparseGradient<std::uint32_t>> grads{rows_of<std::uint32_t>(R, 3, 0.5, 0),
                                                    rows_of<std::uint32_t>(R, 3, 0.5, 1)};
-  for (const auto coding : {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::elias_fano}) {
+  for (const auto coding : {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::elias_fano,
+                            PullCoding::elias_fano_complement}) {
     const Pull good = push_and_encode(grads, layout, coding);
     SparseGradient<std::uint32_t> out;
     auto refused = [&](Pull p, const std::string& what) {

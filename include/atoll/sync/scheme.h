@@ -107,6 +107,8 @@ struct SchemeOptions {
   // Every Zen variant codes every pull block's indices in Elias-Fano (the golden tests use it to
   // run that format on every block shape; otherwise zen_ef picks it where it is the smallest).
   bool zen_force_elias_fano = false;
+  // The same with Elias-Fano of each block's empty slots (zen_ef's code for dense blocks).
+  bool zen_force_elias_fano_complement = false;
   // Worker threads per rank for Zen's pull decode (comm::resolve_threads: 0 is the node's cores
   // shared by its ranks, 1 under SMPI).
   unsigned threads = 0;

@@ -143,12 +143,15 @@ std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
 enum class PullCoding : std::uint8_t {
   coo = 0,            // zen_coo: the indices
   bitmap_or_coo = 1,  // zen: the hash bitmap over the server's slots where smaller than indices
-  smallest = 2,       // zen_ef: the smallest of bitmap, indices and Elias-Fano (elias_fano.h)
+  smallest = 2,       // zen_ef: the smallest of bitmap, indices, Elias-Fano (elias_fano.h) and
+                      // Elias-Fano of the empty slots
   elias_fano = 3,     // Elias-Fano in every block (SchemeOptions::zen_force_elias_fano: tests)
+  elias_fano_complement = 4,  // Elias-Fano of the empty slots in every block (tests)
 };
-inline constexpr std::uint8_t kPullCodings = 4;
+inline constexpr std::uint8_t kPullCodings = 5;
 // A pull block over `slots` slots holding `nnz` non-zeros: its format (0 indices, 1 bitmap,
-// 2 Elias-Fano over the block's slots) and its size in bytes.
+// 2 Elias-Fano of the non-zero slots, 3 Elias-Fano of the empty slots: the code for dense blocks,
+// slots - nnz positions) and its size in bytes.
 std::uint8_t zen_pull_format(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
                              PullCoding coding);
 std::size_t zen_pull_block_bytes(std::size_t slots, std::uint64_t nnz, std::size_t index_bytes,
