@@ -93,7 +93,8 @@ nlohmann::json measure(const sparse::GeneratorOptions& g, std::uint32_t n) {
       code.clear();
       sparse::elias_fano_encode(empties, slots, code);
       sparse::elias_fano_decode(code, slots, empties.size(), decoded);
-      if (decoded != empties) throw std::runtime_error("Elias-Fano (empty slots) round trip differs");
+      if (decoded != empties)
+        throw std::runtime_error("Elias-Fano (empty slots) round trip differs");
       const double b = slots / 8.0, c = 4.0 * k, ec = static_cast<double>(code.size());
       const double z = std::min(b, c), three = std::min(z, e), all = std::min(three, ec);
       bitmap += b, coo += c, zen += z, ef += e, efc += ec, best3 += three, best += all;

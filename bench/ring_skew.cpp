@@ -35,7 +35,7 @@ struct Span {
 
 enum class Entry { synchronized, after_barrier, after_ring };
 const char* to_string(Entry e) {
-  return e == Entry::synchronized ? "synchronized"
+  return e == Entry::synchronized    ? "synchronized"
          : e == Entry::after_barrier ? "after_barrier"
                                      : "after_ring";
 }
@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
           std::printf(
               "{\"gbps\":%s,\"payload_bytes\":%.0f,\"entry\":\"%s\",\"entry_spread_s\":%.6f,"
               "\"simulated_s\":%.6f,\"model_s\":%.6f,\"ratio\":%.4f}\n",
-              argv[2], ro.payload_bytes, to_string(how), s.spread,
-              s.latest_entry_to_latest_exit, model, s.latest_entry_to_latest_exit / model);
+              argv[2], ro.payload_bytes, to_string(how), s.spread, s.latest_entry_to_latest_exit,
+              model, s.latest_entry_to_latest_exit / model);
       }
     }
   } catch (const std::exception& e) {

@@ -62,8 +62,8 @@ double zen_ef_time(const SparsityProfile& p, const Network& net) {
     const double low = std::floor(std::log2(std::max(1.0, M / k)));
     return (k * (low + 1.0) + M / std::exp2(low)) / 8.0;
   };
-  const double keys = std::min(
-      {agg_nnz * p.index_bytes, M / 8.0, ef(agg_nnz), ef(std::max(1.0, M - agg_nnz))});
+  const double keys =
+      std::min({agg_nnz * p.index_bytes, M / 8.0, ef(agg_nnz), ef(std::max(1.0, M - agg_nnz))});
   const double pull = frac(p) * (keys + agg_nnz * 4.0);
   return 2.0 * (p.ranks - 1) * net.latency_s + (push + pull) / net.bandwidth_bytes_per_s;
 }

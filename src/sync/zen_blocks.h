@@ -10,8 +10,8 @@
 
 namespace atl::sync::zen_blocks {
 
-// kEliasFanoComplement: Elias-Fano of the block's empty slots (slots - nnz positions; slots is whole
-// 64-bit words, and bits past the slots in use are empty), for dense blocks.
+// kEliasFanoComplement: Elias-Fano of the block's empty slots (slots - nnz positions; slots is
+// whole 64-bit words, and bits past the slots in use are empty), for dense blocks.
 constexpr std::uint8_t kCoo = 0, kBitmap = 1, kEliasFano = 2, kEliasFanoComplement = 3;
 constexpr std::size_t kBlockHeader = 1 + 8;
 

@@ -489,8 +489,8 @@ namespace {
 // The Elias-Fano code of the non-zero slots of [s0, s1) (positions relative to s0) into `keys`;
 // with `empty`, of its empty slots (format kEliasFanoComplement).
 template <class Index>
-void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
-                       bool empty, std::uint8_t* keys, std::size_t key_bytes) {
+void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1, bool empty,
+                       std::uint8_t* keys, std::size_t key_bytes) {
   const std::uint64_t nnz = sums.nnz_before[s1 / kZenGranule] - sums.nnz_before[s0 / kZenGranule];
   std::vector<std::uint64_t> positions;
   positions.reserve(empty ? s1 - s0 - nnz : nnz);

@@ -182,10 +182,10 @@ TEST(Bitmap, EncodeSetsExactlyTheNonZeroSlots) {
 // at 0 bytes and takes indices.
 TEST(ZenPull, SmallestCodingPerDensity) {
   const std::size_t slots = 64 * 1000;
-  EXPECT_EQ(zen_pull_format(slots, 0, 4, PullCoding::smallest), 0);              // indices
+  EXPECT_EQ(zen_pull_format(slots, 0, 4, PullCoding::smallest), 0);  // indices
   EXPECT_EQ(zen_pull_format(slots, 1, 4, PullCoding::smallest), 2);
-  EXPECT_EQ(zen_pull_format(slots, slots / 50, 4, PullCoding::smallest), 2);     // Elias-Fano
-  EXPECT_EQ(zen_pull_format(slots, slots / 2, 4, PullCoding::smallest), 1);      // bitmap
+  EXPECT_EQ(zen_pull_format(slots, slots / 50, 4, PullCoding::smallest), 2);        // Elias-Fano
+  EXPECT_EQ(zen_pull_format(slots, slots / 2, 4, PullCoding::smallest), 1);         // bitmap
   EXPECT_EQ(zen_pull_format(slots, slots * 99 / 100, 4, PullCoding::smallest), 3);  // of empties
   EXPECT_EQ(zen_pull_format(slots, slots, 4, PullCoding::smallest), 3);  // full: no code at all
   EXPECT_EQ(zen_pull_key_bytes(slots, slots, 4, PullCoding::smallest), 0u);
