@@ -77,6 +77,7 @@ void zen_seeds(const fs::path& root, const Case& c, const std::string& tag) {
   SyncInput pull = push;
   pull.counts.clear();
   std::vector<std::uint8_t> blocks;
+  std::pair<std::vector<std::uint8_t>, std::vector<std::size_t>> ef, efc;  // blocks, their sizes
   for (std::uint32_t j = 0; j < c.ranks; ++j) {
     std::vector<Entry<Index>> to_j;
     for (const auto& g : grads) {
@@ -90,9 +91,21 @@ void zen_seeds(const fs::path& root, const Case& c, const std::string& tag) {
     const auto block = zen_encode_pull_block<Index>(layout, j, to_j, PullCoding::bitmap_or_coo);
     pull.counts.push_back(block.size());
     blocks.insert(blocks.end(), block.begin(), block.end());
+    // zen_ef's blocks (the smallest of four codes) and Elias-Fano of the empty slots forced.
+    for (const auto coding : {PullCoding::smallest, PullCoding::elias_fano_complement}) {
+      auto& e = coding == PullCoding::smallest ? ef : efc;
+      const auto b = zen_encode_pull_block<Index>(layout, j, to_j, coding);
+      e.second.push_back(b.size());
+      e.first.insert(e.first.end(), b.begin(), b.end());
+    }
   }
   pull.flags = static_cast<std::uint8_t>(sizeof(Index) == 8);
   save(root / "zen_pull", "seed-" + tag, pull, blocks);
+  for (const auto& [name, e] : {std::pair{"seed-ef-", &ef}, std::pair{"seed-efc-", &efc}}) {
+    SyncInput in = pull;
+    in.counts = e->second;
+    save(root / "zen_pull", name + tag, in, e->first);
+  }
 }
 
 // Zen over rows (width 1 + extra % 8 = 4): every rank's push to server 0 and every server's pull
@@ -130,16 +143,21 @@ void zen_row_seeds(const fs::path& root, const Case& c, const std::string& tag) 
   SyncInput pull = push;
   pull.flags |= 2;
   pull.counts.clear();
-  std::vector<std::uint8_t> blocks;
+  std::vector<std::uint8_t> blocks, efc_blocks;
   for (std::uint32_t j = 0; j < c.ranks; ++j) {
     std::vector<std::size_t> counts;
     const auto to_j = received_by(j, counts);
     ZenRowSums sums;
     zen_row_aggregate<Index>(layout, j, w, to_j, counts, sums);
     zen_row_encode<Index>(layout, j, sums, PullCoding::bitmap_or_coo, blocks);
+    zen_row_encode<Index>(layout, j, sums, PullCoding::elias_fano_complement, efc_blocks);
     pull.counts.push_back(sums.rows);
   }
   save(root / "zen_rows", "seed-pull-" + tag, pull, blocks);
+  // Elias-Fano of the empty slots: coding (flags >> 2) % kPullCodings = 9 % 5 = 4, bit 4 clear.
+  SyncInput efc = pull;
+  efc.flags = static_cast<std::uint8_t>((pull.flags & 3) | (9 << 2));
+  save(root / "zen_rows", "seed-pull-efc-" + tag, efc, efc_blocks);
 }
 
 template <class Index>

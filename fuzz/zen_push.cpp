@@ -1,7 +1,7 @@
 // Zen's server side on received push blocks: zen_check_push, then aggregation and the encoding of
 // the pull block (what the entries are written into). Input: fuzz_input.h, counts in entries,
-// payload = (index, value) entries; flags bits 1-2: the pull coding (PullCoding: 0 COO, 1 bitmap or
-// COO, 2 smallest, 3 Elias-Fano).
+// payload = (index, value) entries; the pull coding is (flags >> 1) % kPullCodings (PullCoding: 0
+// COO, 1 bitmap or COO, 2 smallest, 3 Elias-Fano, 4 Elias-Fano of the empty slots).
 #include "atoll/sync/scheme.h"
 #include "atoll/sync/zen_partition.h"
 #include "fuzz_input.h"

@@ -1,9 +1,9 @@
 // Zen over rows (include/atoll/sync/zen_rows.h), row width w = 1 + extra % 8, R = M rows.
 // flags bit 1 clear: a server's received push (counts: bytes from each sender) checked and summed,
-// then its pull block encoded (coding: flags bits 2-3). Set: the pull blocks of every server
-// (counts: the rows each announced; the blocks' sizes follow from them and the coding, flags bits
-// 2-3, the same for every server) decoded, over all the server's strata or, with flags bit 4, the
-// chunk from stratum (extra / 8) % (slots + 1) to the end. Input: fuzz_input.h.
+// then its pull block encoded (coding: (flags >> 2) % kPullCodings). Set: the pull blocks of every
+// server (counts: the rows each announced; the blocks' sizes follow from them and the coding, the
+// same for every server) decoded, over all the server's strata or, with flags bit 4, the chunk from
+// stratum (extra / 8) % (slots + 1) to the end. Input: fuzz_input.h.
 #include "atoll/sync/zen_rows.h"
 
 #include <vector>
