@@ -15,6 +15,7 @@
 #include <bit>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -55,6 +56,34 @@ std::vector<sync::ZenServerSums<Index>> server_sums(const sparse::GeneratorOptio
   return sums;
 }
 
+// Each block's density (non-zeros / slots), over all blocks and over those each code wins: the
+// empty-slot code pays where blocks are nearly full, which Zipf's head makes common.
+class BlockDensities {
+ public:
+  void add(std::uint64_t nnz, std::uint64_t slots, const char* code) {
+    if (slots == 0) return;
+    const double d = static_cast<double>(nnz) / static_cast<double>(slots);
+    all_.push_back(d);
+    by_code_[code].push_back(d);
+  }
+  nlohmann::json to_json() {
+    nlohmann::json j = quantiles(all_);
+    for (auto& [code, v] : by_code_) j["by_code"][code] = quantiles(v);
+    return j;
+  }
+
+ private:
+  static nlohmann::json quantiles(std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    auto at = [&](double q) { return v[static_cast<std::size_t>(q * (v.size() - 1) + 0.5)]; };
+    if (v.empty()) return {{"blocks", 0}};
+    return {{"blocks", v.size()}, {"min", v.front()}, {"p10", at(0.1)},
+            {"median", at(0.5)},  {"p90", at(0.9)},   {"max", v.back()}};
+  }
+  std::vector<double> all_;
+  std::map<std::string, std::vector<double>> by_code_;
+};
+
 nlohmann::json measure(const sparse::GeneratorOptions& g, std::uint32_t n) {
   const sync::HashLayout layout(g.elements, n, sync::SchemeOptions{}.hash_seed);  // Zen's default
   const auto buckets = sync::zen_granule_bounds(g.elements, sync::zen_pull_buckets(g.elements));
@@ -70,6 +99,7 @@ nlohmann::json measure(const sparse::GeneratorOptions& g, std::uint32_t n) {
   std::uint64_t nnz_total = 0, ef_blocks = 0, efc_blocks = 0;
   std::vector<std::uint64_t> positions, empties, decoded;
   std::vector<std::uint8_t> code;
+  BlockDensities densities;
   for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
     for (std::uint32_t j = 0; j < n; ++j) {
       const std::size_t w0 = layout.granules_before(j, bounds[p]);
@@ -100,7 +130,13 @@ nlohmann::json measure(const sparse::GeneratorOptions& g, std::uint32_t n) {
       bitmap += b, coo += c, zen += z, ef += e, efc += ec, best3 += three, best += all;
       values += 4.0 * k, ++blocks;
       // Which code zen_ef sends (ties: bitmap, indices, Elias-Fano, of the empty slots).
-      ef_blocks += e < z && e <= ec, efc_blocks += ec < three;
+      const bool ef_wins = e < z && e <= ec, efc_wins = ec < three;
+      ef_blocks += ef_wins, efc_blocks += efc_wins;
+      densities.add(k, slots,
+                    efc_wins  ? "elias_fano_empty_slots"
+                    : ef_wins ? "elias_fano"
+                    : b <= c  ? "bitmap"
+                              : "coo");
       const double bound = sparse::subset_entropy_bits(slots, k) / 8;
       entropy += bound;
       if (k >= 64) {
@@ -124,6 +160,7 @@ nlohmann::json measure(const sparse::GeneratorOptions& g, std::uint32_t n) {
                       {"entropy_bound", entropy}};
   j["blocks_elias_fano_smallest"] = ef_blocks;
   j["blocks_elias_fano_empty_smallest"] = efc_blocks;
+  j["block_density"] = densities.to_json();  // by_code: the blocks where zen_ef sends that code
   j["value_bytes"] = values, j["header_bytes"] = headers;
   j["pulled_bytes"] = {{"zen", zen + values + headers},
                        {"best3", best3 + values + headers},

@@ -43,13 +43,11 @@ const char* to_string(Entry e) {
 Span ring_once(Communicator& comm, std::size_t floats, Entry how) {
   std::vector<float> data(floats, 1.0f);
   comm.barrier();
-  if (how == Entry::synchronized) {  // every rank enters at once: 1 s after the last barrier exit
+  if (how != Entry::after_barrier) {  // every rank at once: 1 s after the last barrier exit
     const double start = comm.allreduce_value(comm.wtime(), atl::comm::ReduceOp::max) + 1.0;
     ::usleep(static_cast<useconds_t>((start - comm.wtime()) * 1e6));
   }
   if (how == Entry::after_ring) {  // enter as the previous ring left each rank (a training run)
-    const double start = comm.allreduce_value(comm.wtime(), atl::comm::ReduceOp::max) + 1.0;
-    ::usleep(static_cast<useconds_t>((start - comm.wtime()) * 1e6));
     comm.ring_allreduce(std::span<float>(data), atl::comm::ReduceOp::sum);
     std::fill(data.begin(), data.end(), 1.0f);
   }

@@ -165,6 +165,35 @@ void elias_fano_decode_bitmap(std::span<const std::uint8_t> code, std::uint64_t 
   });
 }
 
+void elias_fano_encode_words(std::span<const std::uint64_t> words, std::uint64_t universe,
+                             bool complement, std::vector<std::uint8_t>& out) {
+  if (words.size() != (universe + 63) / 64) {
+    throw std::invalid_argument(fmt::format(
+        "elias_fano_encode_words: {} words for a universe of {}", words.size(), universe));
+  }
+  const std::uint64_t flip = complement ? ~std::uint64_t{0} : 0;
+  std::vector<std::uint64_t> positions;
+  for (std::size_t k = 0; k < words.size(); ++k) {
+    std::uint64_t word = words[k] ^ flip;
+    if (k + 1 == words.size() && universe % 64) word &= (std::uint64_t{1} << (universe % 64)) - 1;
+    for (; word; word &= word - 1)
+      positions.push_back(k * 64 + static_cast<std::uint64_t>(std::countr_zero(word)));
+  }
+  elias_fano_encode(positions, universe, out);
+}
+
+void elias_fano_decode_words(std::span<const std::uint8_t> code, std::uint64_t universe,
+                             std::uint64_t set, bool complement, std::span<std::uint64_t> words) {
+  if (set > universe) {
+    throw std::runtime_error(
+        fmt::format("elias_fano: {} positions set in a universe of {}", set, universe));
+  }
+  elias_fano_decode_bitmap(code, universe, complement ? universe - set : set, words);
+  if (!complement) return;
+  for (auto& word : words) word = ~word;
+  if (universe % 64 && !words.empty()) words.back() &= (std::uint64_t{1} << (universe % 64)) - 1;
+}
+
 double subset_entropy_bits(std::uint64_t universe, std::uint64_t count) {
   if (count == 0 || count >= universe) return 0;
   const double u = static_cast<double>(universe), k = static_cast<double>(count);

@@ -72,16 +72,13 @@ ChunkViews parse_views(const HashLayout& layout, std::uint64_t granule_begin,
     v.keys = blocks.data() + at + kBlockHeader;
     v.values = v.keys + key_bytes;
     if (v.format == kEliasFano || v.format == kEliasFanoComplement) {
-      const bool empty = v.format == kEliasFanoComplement;  // the code lists the empty slots
       c.ef_words[j].resize(slots / kZenGranule);
-      try {
-        sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(v.keys, key_bytes), slots,
-                                         empty ? slots - v.nnz : v.nnz, c.ef_words[j]);
+      try {  // kEliasFanoComplement: the code lists the empty slots
+        sparse::elias_fano_decode_words(std::span<const std::uint8_t>(v.keys, key_bytes), slots,
+                                        v.nnz, v.format == kEliasFanoComplement, c.ef_words[j]);
       } catch (const std::runtime_error& e) {
         throw malformed(j, e.what());
       }
-      if (empty)
-        for (auto& word : c.ef_words[j]) word = ~word;
       v.format = kBitmap;
       v.keys = reinterpret_cast<const std::uint8_t*>(c.ef_words[j].data());
     }

@@ -487,22 +487,15 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
 
 namespace {
 // The Elias-Fano code of the non-zero slots of [s0, s1) (positions relative to s0) into `keys`;
-// with `empty`, of its empty slots (format kEliasFanoComplement).
+// with `empty`, of its empty slots (format kEliasFanoComplement). The non-zero bitmap exists in
+// both of the server's forms (slot buffer and sorted entries).
 template <class Index>
 void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1, bool empty,
                        std::uint8_t* keys, std::size_t key_bytes) {
-  const std::uint64_t nnz = sums.nnz_before[s1 / kZenGranule] - sums.nnz_before[s0 / kZenGranule];
-  std::vector<std::uint64_t> positions;
-  positions.reserve(empty ? s1 - s0 - nnz : nnz);
   std::vector<std::uint8_t> code;
-  const std::uint64_t flip = empty ? ~std::uint64_t{0} : 0;
-  // The non-zero bitmap exists in both of the server's forms (slot buffer and sorted entries).
-  for (std::size_t w = s0 / kZenGranule; w < s1 / kZenGranule; ++w) {
-    for (std::uint64_t word = sums.words[w] ^ flip; word != 0; word &= word - 1)
-      positions.push_back(w * kZenGranule - s0 +
-                          static_cast<std::uint64_t>(std::countr_zero(word)));
-  }
-  sparse::elias_fano_encode(positions, s1 - s0, code);
+  sparse::elias_fano_encode_words(
+      std::span<const std::uint64_t>(sums.words.data() + s0 / kZenGranule, (s1 - s0) / kZenGranule),
+      s1 - s0, empty, code);
   if (code.size() != key_bytes)
     throw std::logic_error("zen: Elias-Fano code of an unexpected size");
   if (key_bytes > 0) std::memcpy(keys, code.data(), key_bytes);

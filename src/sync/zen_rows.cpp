@@ -184,13 +184,7 @@ std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const 
       dst += sizeof(Index);
     });
   } else {  // Elias-Fano of the rows' slots, or (kEliasFanoComplement) of the empty ones
-    const std::uint64_t flip = format == kEliasFanoComplement ? ~std::uint64_t{0} : 0;
-    std::vector<std::uint64_t> positions;
-    positions.reserve(flip ? bits - rows : rows);
-    for (std::size_t k = 0; k < key.size(); ++k)
-      for (std::uint64_t word = key[k] ^ flip; word; word &= word - 1)
-        positions.push_back(k * 64 + static_cast<std::size_t>(std::countr_zero(word)));
-    sparse::elias_fano_encode(positions, bits, block);
+    sparse::elias_fano_encode_words(key, bits, format == kEliasFanoComplement, block);
   }
   const std::size_t at = block.size();
   block.resize(at + rows * w * sizeof(float));
@@ -253,15 +247,12 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
       key.words[(s - s0) / 64] |= std::uint64_t{1} << ((s - s0) % 64);
     }
   } else {
-    const bool empty = format == kEliasFanoComplement;  // the code lists the empty slots
-    try {
-      sparse::elias_fano_decode_bitmap(std::span<const std::uint8_t>(k, key_bytes), bits,
-                                       empty ? bits - rows : rows, key.words);
+    try {  // kEliasFanoComplement: the code lists the empty slots
+      sparse::elias_fano_decode_words(std::span<const std::uint8_t>(k, key_bytes), bits, rows,
+                                      format == kEliasFanoComplement, key.words);
     } catch (const std::runtime_error& e) {
       fail(e.what());
     }
-    if (empty)
-      for (auto& word : key.words) word = ~word;
   }
   // Bits past the chunk's strata (the key is whole words) would be rows of the next chunk.
   if ((s1 - s0) % 64 && !key.words.empty() && (key.words.back() >> ((s1 - s0) % 64)) != 0)

@@ -130,6 +130,37 @@ TEST(EliasFano, DecoderRefusesCorruptBlocks) {
   }
 }
 
+// The bitmap forms Zen's pull blocks use: the set bits, or with `complement` the clear ones, of
+// words over a universe (bits past it ignored on encode, never set on decode).
+TEST(EliasFano, WordsRoundTripSetAndComplement) {
+  std::mt19937_64 rng(11);
+  for (std::uint64_t u : {1ull, 63ull, 64ull, 65ull, 130ull, 4096ull, 4097ull}) {
+    const std::uint64_t nwords = (u + 63) / 64;
+    for (std::uint64_t k : {std::uint64_t{0}, std::uint64_t{1}, u / 2, u - 1, u}) {
+      const auto v = random_subset(u, k, rng);
+      std::vector<std::uint64_t> words(nwords, 0);
+      for (auto x : v) words[x / 64] |= std::uint64_t{1} << (x % 64);
+      if (u % 64) words.back() |= ~std::uint64_t{0} << (u % 64);  // garbage past the universe
+      for (bool complement : {false, true}) {
+        std::vector<std::uint8_t> code;
+        atl::sparse::elias_fano_encode_words(words, u, complement, code);
+        EXPECT_EQ(code.size(), elias_fano_bytes(u, complement ? u - k : k)) << u << " " << k;
+        std::vector<std::uint64_t> back(nwords, ~std::uint64_t{0});
+        atl::sparse::elias_fano_decode_words(code, u, k, complement, back);
+        std::vector<std::uint64_t> expect(nwords, 0);
+        for (auto x : v) expect[x / 64] |= std::uint64_t{1} << (x % 64);
+        EXPECT_EQ(back, expect) << "universe " << u << ", " << k << " set, complement "
+                                << complement;
+      }
+    }
+  }
+  std::vector<std::uint64_t> words(1, 0);
+  EXPECT_THROW(atl::sparse::elias_fano_decode_words({}, 64, 65, true, words), std::runtime_error);
+  std::vector<std::uint8_t> code;
+  EXPECT_THROW(atl::sparse::elias_fano_encode_words(words, 65, false, code),
+               std::invalid_argument);  // 65 positions need two words
+}
+
 TEST(EliasFano, EntropyBound) {
   EXPECT_EQ(subset_entropy_bits(10, 0), 0);
   EXPECT_EQ(subset_entropy_bits(10, 10), 0);

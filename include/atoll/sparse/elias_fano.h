@@ -35,6 +35,17 @@ void elias_fano_decode(std::span<const std::uint8_t> code, std::uint64_t univers
 // first): the form Zen's pull decoder walks.
 void elias_fano_decode_bitmap(std::span<const std::uint8_t> code, std::uint64_t universe,
                               std::uint64_t count, std::span<std::uint64_t> words);
+// The bitmap forms Zen's pull blocks carry (src/sync/zen_partition.cpp, zen_rows.cpp): `words`
+// holds one bit per position of [0, universe) (ceil(universe / 64) words; bits past the universe
+// are ignored). Appends the code of its set positions, or with `complement` of its clear ones
+// (a nearly full block lists its few empty slots).
+void elias_fano_encode_words(std::span<const std::uint64_t> words, std::uint64_t universe,
+                             bool complement, std::vector<std::uint8_t>& out);
+// The inverse: `set` is the number of set positions the bitmap has (the code lists universe - set
+// positions with `complement`); `words` receives the bitmap, with no bit past the universe.
+// Validates as elias_fano_decode_bitmap does.
+void elias_fano_decode_words(std::span<const std::uint8_t> code, std::uint64_t universe,
+                             std::uint64_t set, bool complement, std::span<std::uint64_t> words);
 // log2 C(universe, count) in bits: the fewest bits any code needs to tell apart every set of
 // `count` positions in [0, universe).
 double subset_entropy_bits(std::uint64_t universe, std::uint64_t count);
