@@ -430,6 +430,14 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--overlap-rounds", tc.overlap_rounds,
                         "sites, diloco: 1 lets a meeting's exchange run behind the next "
                         "--sync-every local steps (its result applied one round stale); 0: wait");
+  train_cmd->add_option("--overlap-land", tc.overlap_land,
+                        "sites, --overlap-rounds 1: apply the exchange's result at the next "
+                        "meeting (meeting, default) or after the first local step that ends past "
+                        "its arrival on the model clock (arrival)");
+  train_cmd->add_option("--overlap-mix", tc.overlap_mix,
+                        "sites, --overlap-rounds 1: Streaming DiLoCo's merge of the result, "
+                        "theta = a theta + (1 - a) new anchor, a in [0, 1) (default: add the "
+                        "result as a correction, keeping the local steps made meanwhile)");
   train_cmd->add_option("--pseudo-topk", tc.pseudo_topk,
                         "sites, diloco: each site sends the top share (0, 1] of its "
                         "pseudo-gradient with error feedback, summed by the --sync scheme (every "

@@ -279,8 +279,8 @@ ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now) {
     refuse.push_back(fmt::format(
         "was written {}; this run trains {} (the meetings so far, the sites' model clocks and an "
         "exchange in flight belong to the checkpoint's schedule: resume with the same "
-        "--topology, --schedule, --fpga-memory, --egress-gbps, --ingress-gbps, --transport and "
-        "--overlap-rounds)",
+        "--topology, --schedule, --fpga-memory, --egress-gbps, --ingress-gbps, --transport, "
+        "--overlap-rounds, --overlap-land and --overlap-mix)",
         what(saved.sites), what(now.sites)));
   }
   if (saved.optimizer != now.optimizer) {

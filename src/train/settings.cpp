@@ -104,6 +104,8 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
                                     {"--compute-s", c.compute_s != 0},
                                     {"--site-speed", !c.site_speed.empty()},
                                     {"--overlap-rounds", c.overlap_rounds != 0},
+                                    {"--overlap-land", c.overlap_land != "meeting"},
+                                    {"--overlap-mix", c.overlap_mix >= 0},
                                     {"--pseudo-topk", c.pseudo_topk != 0}}) {
       if (set) return fmt::format("{} applies with --topology (training across sites)", flag);
     }
@@ -151,6 +153,19 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
   }
   if (c.overlap_rounds != 0 && c.strategy == "ddp") {
     return "--overlap-rounds applies to --strategy diloco, edit and aedit (ddp syncs every step)";
+  }
+  if (c.overlap_land != "meeting" && c.overlap_land != "arrival") {
+    return fmt::format("--overlap-land {} must be meeting or arrival", c.overlap_land);
+  }
+  if ((c.overlap_land != "meeting" || c.overlap_mix >= 0) && c.overlap_rounds == 0) {
+    return c.overlap_mix >= 0 ? "--overlap-mix applies with --overlap-rounds 1"
+                              : "--overlap-land applies with --overlap-rounds 1";
+  }
+  if (c.overlap_mix >= 0 && !(c.overlap_mix < 1)) {
+    return fmt::format(
+        "--overlap-mix {} must be in [0, 1) (the local parameters' weight in the merge; 1 would "
+        "never apply the meeting's result)",
+        c.overlap_mix);
   }
   if (!(c.pseudo_topk >= 0 && c.pseudo_topk <= 1)) {
     return fmt::format(
@@ -394,6 +409,8 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"compute-s", c.compute_s},
                             {"site-speed", c.site_speed},
                             {"overlap-rounds", c.overlap_rounds},
+                            {"overlap-land", c.overlap_land},
+                            {"overlap-mix", c.overlap_mix},
                             {"pseudo-topk", c.pseudo_topk},
                             {"timeline", !c.timeline.empty()},
                             {"inject-fault", c.inject_fault},

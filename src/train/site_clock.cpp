@@ -64,6 +64,11 @@ void SiteClock::land() {
   }
 }
 
+void SiteClock::land_arrived() {
+  for (std::size_t j = 0; j < clocks_.size(); ++j)
+    if (clocks_[j] >= in_flight_[j]) in_flight_[j] = -1.0;
+}
+
 void SiteClock::all_meet(comm::Communicator& world, double seconds) {
   double latest = now();
   if (known_everywhere()) {

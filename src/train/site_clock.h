@@ -38,6 +38,10 @@ class SiteClock {
               comm::Communicator& clique, bool overlap);
   // Every site's clock waits for the end of its exchange in flight, if any.
   void land();
+  // Whether this site's exchange in flight (if any) has ended by now on its clock; every site's
+  // that has is no longer in flight (no clock moves).
+  bool arrived() const { return clocks_[self_] >= in_flight_[self_]; }
+  void land_arrived();
   // A collective over all sites taking `seconds`: every clock to the latest plus that.
   void all_meet(comm::Communicator& world, double seconds);
 

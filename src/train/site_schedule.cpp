@@ -144,11 +144,15 @@ std::string SiteTraining::describe() const {
 }
 
 std::string SiteTraining::fingerprint() const {
-  return fmt::format("schedule {}, {} round(s), rounds hash {:016x}, overlap rounds {}{}{}",
-                     schedule_name_, rounds_.size(), std::hash<std::string>{}(describe()),
-                     overlap_ ? 1 : 0, sparse_ ? ", sparse pseudo-gradients" : "",
-                     timed_ ? fmt::format(", aedit steps per round {}", fmt::join(round_steps_, " "))
-                            : "");
+  // The defaults (landing at the meeting, a correction) say "1" alone, as before those choices.
+  std::string overlap = overlap_ ? "1" : "0";
+  if (overlap_ && land_at_arrival_) overlap += ", landing at arrival";
+  if (overlap_ && mix_ >= 0) overlap += fmt::format(", mixed {}", mix_);
+  return fmt::format(
+      "schedule {}, {} round(s), rounds hash {:016x}, overlap rounds {}{}{}", schedule_name_,
+      rounds_.size(), std::hash<std::string>{}(describe()), overlap,
+      sparse_ ? ", sparse pseudo-gradients" : "",
+      timed_ ? fmt::format(", aedit steps per round {}", fmt::join(round_steps_, " ")) : "");
 }
 
 }  // namespace atl::train

@@ -91,6 +91,8 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm,
       outer_lr_(cfg.outer_lr),
       outer_momentum_(cfg.outer_momentum),
       overlap_(cfg.overlap_rounds > 0),
+      land_at_arrival_(cfg.overlap_land == "arrival"),
+      mix_(cfg.overlap_mix),
       site_(static_cast<std::size_t>(comm.rank())),
       step_weight_(cfg.step_weight),
       fault_(parse_faults(cfg.inject_fault).corrupt),
@@ -146,12 +148,17 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm,
   build_schedule(cfg, comm);
 }
 
-void SiteTraining::charge_compute(int step, double measured_s) {
+bool SiteTraining::charge_compute(int step, double measured_s) {
   // A site's step under the 2-D mesh lasts as long as its slowest rank's (measured time only: a
   // --compute-s clock is known everywhere).
   if (group_ && !(compute_s_ > 0))
     measured_s = group_->allreduce_value(measured_s, comm::ReduceOp::max);
   clock_->local_step(measured_s, is_local(step));
+  landed_ = land_at_arrival_ && pending_ && clock_->arrived();
+  if (!landed_) return false;
+  clock_->land_arrived();  // no wait: every exchange that has ended by now
+  merge_pending();
+  return true;
 }
 
 std::int64_t SiteTraining::steps_of(std::size_t site) const {
@@ -258,7 +265,7 @@ void SiteTraining::exchange(int step, Meeting& m) {
     fault_.reset();
   }
   std::optional<Pending> pending;
-  if (overlap_) pending = Pending{theta, state_->anchor()};  // correction: the slice sent, for now
+  if (overlap_) pending = Pending{theta, state_->anchor()};  // result: the slice sent, for now
   const auto& entry = rounds_[m.round][static_cast<std::size_t>(m.clique)];
   auto& clique = cliques_[m.round];
   localsgd::CliqueMeeting met;
@@ -302,10 +309,13 @@ void SiteTraining::exchange(int step, Meeting& m) {
                          : "dropped from the clique's mean");
   }
   if (!pending) return params_.scatter_values(site_whole(std::move(theta)));
-  for (std::size_t i = 0; i < theta.size(); ++i) {
-    pending->correction[i] = theta[i] - pending->correction[i];
+  if (mix_ < 0) {  // the correction θ̄' − θ_sent
+    for (std::size_t i = 0; i < theta.size(); ++i)
+      pending->result[i] = theta[i] - pending->result[i];
+  } else {
+    pending->result = std::move(theta);  // θ̄' itself, merged on landing
   }
-  pending->correction = site_whole(std::move(pending->correction));
+  pending->result = site_whole(std::move(pending->result));
   pending_ = std::move(pending);
 }
 
@@ -329,10 +339,20 @@ void SiteTraining::penalize(int step, Meeting& m, const localsgd::CliquePenalty:
 
 void SiteTraining::apply_pending() {
   clock_->land();
+  merge_pending();
+}
+
+void SiteTraining::merge_pending() {
   if (!pending_) return;
   std::vector<float> theta(params_.elements());
   params_.gather_values(theta);
-  for (std::size_t i = 0; i < theta.size(); ++i) theta[i] += pending_->correction[i];
+  const auto& r = pending_->result;
+  if (mix_ < 0) {  // θ += θ̄' − θ_sent: the local steps since the meeting kept whole
+    for (std::size_t i = 0; i < theta.size(); ++i) theta[i] += r[i];
+  } else {  // Streaming DiLoCo: θ = α θ + (1 − α) θ̄'
+    const auto a = static_cast<float>(mix_);
+    for (std::size_t i = 0; i < theta.size(); ++i) theta[i] = a * theta[i] + (1.0f - a) * r[i];
+  }
   params_.scatter_values(theta);
   pending_.reset();
 }

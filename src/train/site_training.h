@@ -59,7 +59,10 @@ class SiteTraining {
   std::string fingerprint() const;
 
   // Local work of one step on the model clock: --compute-s, or `measured_s`, over the site speed.
-  void charge_compute(int step, double measured_s);
+  // With --overlap-land arrival, an exchange in flight that has ended on this site's clock by
+  // the step's end is applied now; returns whether one was.
+  bool charge_compute(int step, double measured_s);
+  bool landed() const { return landed_; }  // whether the last charge_compute applied one
   // A ddp step's collectives on the model clock (collective: every site leaves at the latest
   // arrival plus their time); `embedding_bytes`: what this rank's sparse sync sent.
   void charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes);
@@ -129,7 +132,10 @@ class SiteTraining {
   void build_schedule(const TrainConfig& config, comm::Communicator& comm);
   comm::Communicator clique_comm(comm::Communicator& comm, const wan::ResolvedRound& round,
                                  int& clique);
+  // At a meeting or the end: the clock waits for the exchange in flight, then its result is
+  // merged into the parameters (merge_pending: as a correction, or with --overlap-mix).
   void apply_pending();
+  void merge_pending();
   // The meeting's exchange on this site's clique (dense: θ_C; --pseudo-topk: Σ of sparse Δ) and
   // the outer step; the new parameters are applied now, or after the next round when overlapped.
   void exchange(int step, Meeting& m);
@@ -144,8 +150,9 @@ class SiteTraining {
 
   // --overlap-rounds 1: the last meeting's exchange, still in flight on the model clock.
   struct Pending {
-    std::vector<float> correction;  // new anchor − the parameters sent (all parameters)
-    std::vector<float> anchor;      // the anchor before the meeting (this rank's slice)
+    // All parameters: the new anchor − the parameters sent, or with --overlap-mix the new anchor.
+    std::vector<float> result;
+    std::vector<float> anchor;  // the anchor before the meeting (this rank's slice)
   };
 
   Engine& engine_;
@@ -163,6 +170,8 @@ class SiteTraining {
   int warmup_ = 0, every_ = 1;
   double outer_lr_ = 0, outer_momentum_ = 0;
   bool overlap_ = false, started_ = false, timed_ = false;
+  bool land_at_arrival_ = false, landed_ = false;  // --overlap-land arrival
+  double mix_ = -1;                        // --overlap-mix (< 0: the result is a correction)
   std::vector<std::int64_t> round_steps_;  // per site: local steps per round
   std::size_t site_ = 0, meetings_ = 0;
   double step_weight_ = 0;               // aedit --step-weight r

@@ -45,7 +45,7 @@ void SiteTraining::save(torch::serialize::OutputArchive& ar) const {
   if (sparse_) ar.write("site_topk_residual", sparse_->residual());
   if (penalty_) ar.write("site_penalty", doubles_tensor(penalty_->save()));
   if (pending_) {
-    ar.write("site_pending_correction", floats_tensor(pending_->correction));
+    ar.write("site_pending_correction", floats_tensor(pending_->result));
     ar.write("site_pending_anchor", floats_tensor(pending_->anchor));
   }
 }

@@ -196,6 +196,8 @@ void record_site_step(nlohmann::json& j, const SiteTraining& sites,
                       const std::optional<SiteTraining::Meeting>& meeting, double batch_tokens) {
   j["sim_time_s"] = sites.clock();
   j["wall_s"] = sites.wall();  // simulated under SMPI (the model clock's cross-check)
+  if (sites.landed())
+    j["overlap_landed"] = true;  // --overlap-land arrival: applied after this step
   if (!meeting) return;
   j["round"] = meeting->round;
   j["clique"] = meeting->clique;

@@ -87,6 +87,36 @@ EXPECT_NP=9 expect_error resume-other-schedule "trains across sites \(schedule a
   "${common[@]}" "${ck[@]}" --schedule all-to-all --out "$tmp/other" \
   --resume-from "$tmp/full/checkpoints/step-00000007.ckpt"
 
+# 2e. --overlap-land arrival with Streaming DiLoCo's merge (--overlap-mix 0.5): each result lands
+# after the first local step that ends past its exchange on the model clock (not one round
+# later); the last is waited for at the end. Checkpointed at step 7 (the step-6 exchange, 0.18 s,
+# lands after step 8) and resumed exactly.
+ar=("${ck[@]}" --overlap-land arrival --overlap-mix 0.5)
+site arrival "${ar[@]}"
+python3 - "$tmp/arrival/metrics.jsonl" "$tmp/full/metrics.jsonl" <<'PY' || fail "overlap arrival"
+import json, math, sys
+arr = [json.loads(l) for l in open(sys.argv[1])]
+meeting = [json.loads(l) for l in open(sys.argv[2])]
+steps = [j for j in arr if "sim_time_s" in j]
+meets = [j for j in steps if "round" in j]
+landed = [j["step"] for j in steps if j.get("overlap_landed")]
+expect = []
+for m in meets[:-1]:  # the first step whose clock reaches the meeting's end
+    end = m["sim_time_s"] + m["wan_s"]
+    expect.append(next(j["step"] for j in steps if j["step"] > m["step"] and j["sim_time_s"] >= end - 1e-9))
+assert landed == expect and all(s < m["step"] + 3 for s, m in zip(landed, meets)), (landed, expect)
+assert not any(j.get("overlap_landed") for j in meeting), "landing at the meeting records none"
+assert abs(steps[-1]["sim_time_s"] - meeting[-1]["sim_time_s"]) < 1e-9, "the same clock"
+loss = [j["val_loss"] for j in arr if "val_loss" in j]
+ref = [j["val_loss"] for j in meeting if "val_loss" in j]
+assert all(math.isfinite(x) for x in loss) and loss[-1] < loss[0] and loss[-1] != ref[-1], (loss, ref)
+print(f"ok   overlap-land arrival, mix 0.5: landed after steps {landed} (meetings at "
+      f"{[m['step'] for m in meets]}), val loss {loss[-1]:.4f} (landing at the meeting: {ref[-1]:.4f})")
+PY
+site arrival-resumed "${ar[@]}" --resume-from "$tmp/arrival/checkpoints/step-00000007.ckpt"
+resumed_exactly "resume with an exchange in flight (arrival, mix)" "$tmp/arrival" \
+  "$tmp/arrival-resumed" 8
+
 # 2d. Sparse pseudo-gradients (--pseudo-topk): with share 1 the sparse sum is the dense mean
 # (all-to-all); with 0.01 each meeting sends >= 10x fewer bytes than the dense exchange (here the
 # library allreduce, which sends each byte about twice; docs/results/wan-train.md has the target's
@@ -229,6 +259,12 @@ expect_error overlap-2 "--overlap-rounds 2 must be 0 or 1" "${common[@]}" --stra
   --topology "$cities" --overlap-rounds 2
 expect_error overlap-ddp "--overlap-rounds applies to --strategy diloco, edit and aedit" "${common[@]}" \
   --topology "$cities" --overlap-rounds 1
+expect_error overlap-mix-range "--overlap-mix 1 must be in \\[0, 1\\)" "${common[@]}" \
+  --strategy diloco --topology "$cities" --overlap-rounds 1 --overlap-mix 1
+expect_error overlap-land-alone "--overlap-land applies with --overlap-rounds 1" "${common[@]}" \
+  --strategy diloco --topology "$cities" --overlap-land arrival
+expect_error overlap-land-name "--overlap-land soon must be meeting or arrival" "${common[@]}" \
+  --strategy diloco --topology "$cities" --overlap-rounds 1 --overlap-land soon
 schedule "$tmp/pairs.txt" pairs "A B C" round "clique unicast A B" round "clique unicast B C"
 EXPECT_NP=3 expect_error pseudo-topk-cliques "--pseudo-topk needs a common anchor" \
   "${common[@]}" "${t3[@]}" --schedule "$tmp/pairs.txt" --pseudo-topk 0.01

@@ -87,6 +87,13 @@ struct TrainConfig {
   double compute_s = 0;                      // model seconds per local step; 0: the measured time
   std::string site_speed;                    // "CODE:FACTOR,...": compute_s / FACTOR at that site
   int overlap_rounds = 0;  // 1: a meeting's exchange overlaps the next H local steps (diloco)
+  // When an overlapped exchange's result is applied: "meeting" (at the next meeting, one round
+  // stale) or "arrival" (after the first local step that ends past the exchange on the model
+  // clock: Streaming DiLoCo's tau overlapped steps).
+  std::string overlap_land = "meeting";
+  // < 0: the result is added as a correction, θ += θ̄' − θ_sent (the local steps since kept whole);
+  // in [0, 1): Streaming DiLoCo's merge θ = α θ + (1 − α) θ̄'.
+  double overlap_mix = -1;
   // > 0 (diloco): each site sends the top share of its pseudo-gradient (error feedback), summed
   // by the sparse scheme --sync; every round must be one clique of all sites (a common anchor).
   double pseudo_topk = 0;
