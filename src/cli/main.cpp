@@ -511,6 +511,10 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--sim-compute-s", tc.sim_compute_s,
                         "simulation only: charge forward, backward and optimizer as this many "
                         "seconds per step instead of measuring them (0 = measured)");
+  train_cmd->add_option("--cpu-cost", tc.cpu_cost,
+                        "simulation only, with --sim-compute-s: charge the sync's computation "
+                        "from this cost table (bench sync --cpu-cost-record) instead of measuring "
+                        "it; nothing else is charged, so runs repeat exactly");
 
   // The collective watchdog (atoll/comm/watchdog.h) of bench sync and train.
   double comm_timeout = atl::comm::kDefaultCommTimeout;

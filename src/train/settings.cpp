@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
+#include "atoll/comm/cpu_costs.h"
 #include "atoll/comm/parallel.h"
 #include "atoll/localsgd/penalty.h"
 #include "atoll/sync/scheme.h"
@@ -213,6 +216,11 @@ std::optional<std::string> check_config(const TrainConfig& c) {
   if (c.sim_compute_s > 0 && !Communicator::simulated()) {
     return "--sim-compute-s applies only under simulation (scripts/simulate ... -- train); under "
            "mpirun the compute is real";
+  }
+  if (!c.cpu_cost.empty() && !(c.sim_compute_s > 0)) {
+    return "--cpu-cost charges the sync's computation from a table and nothing else is measured: "
+           "it needs --sim-compute-s (the model's compute per step), or the model would cost no "
+           "simulated time";
   }
   if (m.head != "full" && m.head != "adaptive") {
     return fmt::format("--head '{}' is not full or adaptive", m.head);
@@ -427,7 +435,8 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"dump-grads", !c.dump_grads.empty()},
                             {"dump-grads-steps", c.dump_grads_steps},
                             {"compare-schemes", c.compare_schemes},
-                            {"sim-compute-s", c.sim_compute_s}};
+                            {"sim-compute-s", c.sim_compute_s},
+                            {"cpu-cost", c.cpu_cost}};
   std::string text = mine.dump();
   std::uint64_t length = text.size();
   comm.broadcast(std::span<std::uint64_t>(&length, 1), 0);
@@ -452,6 +461,29 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
   comm.agree(problem);
 }
 
+namespace {
+// --cpu-cost: every rank loads the table and charges from it (before any sub-communicator is made:
+// they share the world's mode). A bad file fails every rank; rank 0 names the operations the
+// table has no samples of (charged 0).
+void set_cpu_table(Communicator& comm, const std::string& file) {
+  auto charging = std::make_shared<comm::CpuCharging>();
+  std::optional<std::string> problem;
+  try {
+    charging->table = comm::CpuCostTable::load(file);
+    charging->mode = comm::CpuCharging::Mode::table;
+  } catch (const std::exception& e) {
+    problem = fmt::format("--cpu-cost {}: {}", file, e.what());
+  }
+  comm.agree(problem);
+  const auto zero = charging->table.unmeasured();
+  comm.set_cpu_charging(std::move(charging));  // simulated: checked by check_config
+  if (!zero.empty() && comm.rank() == 0) {
+    fmt::print(stderr, "atoll: warning: {} has no samples of {}: charged 0\n", file,
+               fmt::join(zero, ", "));
+  }
+}
+}  // namespace
+
 void check_run(Communicator& comm, const TrainConfig& cfg) {
   comm.agree(check_config(cfg));
   agree_settings(comm, cfg);
@@ -461,6 +493,7 @@ void check_run(Communicator& comm, const TrainConfig& cfg) {
         "consecutive ranks)",
         cfg.shard_group_size, comm.size()));
   }
+  if (!cfg.cpu_cost.empty()) set_cpu_table(comm, cfg.cpu_cost);
   const int workers = comm.size() / cfg.shard_group_size;
   if (const auto& c = parse_faults(cfg.inject_fault).corrupt; c && c->rank >= workers) {
     comm.agree(fmt::format("--inject-fault {}: worker {} does not exist (this run has {} workers)",

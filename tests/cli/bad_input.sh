@@ -182,6 +182,8 @@ expect_error config-toml-bad-section "unknown section or key 'trian.steps'" trai
 printf '{"steps": 1, "dump_gradz": "x"}' > "$tmp/typo.json"
 expect_error sync-threads-too-many "sync-threads 1000: this machine has [0-9]+ cores" train \
   --steps 1 --sync-threads 1000 --out "$tmp/x"
+expect_error train-cpu-cost-alone "--cpu-cost charges .* it needs --sim-compute-s" train \
+  --steps 1 --cpu-cost "$tmp/costs.json" --out "$tmp/x"
 expect_error config-json-typo "unknown key 'dump-gradz'" train --config "$tmp/typo.json" --out "$tmp/x"
 expect_error embedding-mean-unknown "--embedding-mean: unknown mean 'some'" train --steps 1 \
   --strategy diloco --embedding-mean some --out "$tmp/x"

@@ -5,7 +5,10 @@
 # - two runs charged from that table give the same simulated time for every scheme (to 1e-9,
 #   relative), results still verified;
 # - a table that costs 1 ms per call of zen.partition and nothing else: zen's partition phase is
-#   charged exactly 1 ms (the section's real time is not measured).
+#   charged exactly 1 ms (the section's real time is not measured);
+# - `atoll train --cpu-cost` (tiny preset, Zen on rows, --sim-compute-s): two runs give the same
+#   simulated step times, and a table that costs 1 ms per zen_rows.decode call charges the
+#   embedding's decode exactly that; a bad table fails every rank.
 # usage: cpu_cost_smpi_test.sh SIMULATE_SCRIPT
 set -uo pipefail
 simulate=$1
@@ -66,3 +69,39 @@ assert abs(p - 1e-3) < 1e-6, f"partition charged {p} s, expected 0.001"
 assert r["time_s"] >= 1e-3, r["time_s"]
 print(f"ok   zen.partition charged {1e3*p:.6f} ms from the table")
 PY
+
+train() { timeout 300 "$simulate" cluster-16x25g 4 -- train --preset tiny --batch 8 --steps 3 \
+  --eval-every 0 --plot false --quiet --sim-compute-s 0.05 "$@"; }
+for run in 1 2; do
+  train --cpu-cost "$tmp/costs.json" --out "$tmp/train$run" >"$tmp/train$run.log" 2>&1 ||
+    { cat "$tmp/train$run.log"; fail "train with a table, run $run"; }
+done
+python3 - "$tmp/costs.json" "$tmp/rows.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+for name, op in t["ops"].items():
+    op.update(ns_per_call=1e6 if name == "zen_rows.decode" else 0, ns_per_item=0, ns_per_byte=0)
+json.dump(t, open(sys.argv[2], "w"))
+PY
+train --cpu-cost "$tmp/rows.json" --out "$tmp/train-hand" >"$tmp/train-hand.log" 2>&1 ||
+  { cat "$tmp/train-hand.log"; fail "train with the hand-made table"; }
+python3 - "$tmp"/train1/metrics.jsonl "$tmp"/train2/metrics.jsonl "$tmp"/train-hand/metrics.jsonl <<'PY' ||
+import json, sys
+a, b, hand = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+sa, sb = ([j["step_s"] for j in run if "step_s" in j] for run in (a, b))
+assert len(sa) == 3 and all(abs(x - y) <= 1e-9 * x for x, y in zip(sa, sb)), (sa, sb)
+assert all(j["model_s"] == 0.05 for j in a if "step_s" in j)
+dec = [j["embedding_phases_s"]["decode"] for j in hand if "step_s" in j]
+# One decode section per pull chunk; each charged 1 ms, nothing else in the phase.
+assert all(d >= 1e-3 and abs(d / 1e-3 - round(d / 1e-3)) < 1e-3 for d in dec), dec
+print(f"ok   train with a table: the same step times in two runs ({', '.join(f'{1e3*x:.6f}' for x in sa)} ms); "
+      f"zen_rows.decode at 1 ms per call charged {', '.join(f'{1e3*d:.3f}' for d in dec)} ms")
+PY
+  fail "train with a table"
+printf '{"format": "atoll-cpu-costs"}' >"$tmp/broken.json"
+out=$(train --cpu-cost "$tmp/broken.json" --out "$tmp/train-broken" 2>&1) && fail "a broken table trained"
+for rank in 0 1 2 3; do
+  grep -E "rank $rank.*--cpu-cost .*broken.json" <<<"$out" >/dev/null ||
+    { echo "$out"; fail "rank $rank did not name the broken table"; }
+done
+echo "ok   a broken table: every rank names it"

@@ -144,6 +144,10 @@ struct TrainConfig {
   // simulated seconds per step instead of its measured time (synchronization work stays measured),
   // so that runs of different schemes see the same compute whatever the host's speed drift.
   double sim_compute_s = 0;
+  // Simulation only, with sim_compute_s: charge the schemes' computation from this cost table
+  // (atoll/comm/cpu_costs.h, written by `bench sync --cpu-cost-record`) instead of measuring it;
+  // nothing else is charged, so two runs give the same simulated time.
+  std::string cpu_cost;
 };
 
 // The preset's shape and batch. Throws std::invalid_argument for an unknown preset.
