@@ -148,17 +148,16 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm,
   build_schedule(cfg, comm);
 }
 
-bool SiteTraining::charge_compute(int step, double measured_s) {
+void SiteTraining::charge_compute(int step, double measured_s) {
   // A site's step under the 2-D mesh lasts as long as its slowest rank's (measured time only: a
   // --compute-s clock is known everywhere).
   if (group_ && !(compute_s_ > 0))
     measured_s = group_->allreduce_value(measured_s, comm::ReduceOp::max);
   clock_->local_step(measured_s, is_local(step));
   landed_ = land_at_arrival_ && pending_ && clock_->arrived();
-  if (!landed_) return false;
+  if (!landed_) return;
   clock_->land_arrived();  // no wait: every exchange that has ended by now
   merge_pending();
-  return true;
 }
 
 std::int64_t SiteTraining::steps_of(std::size_t site) const {
@@ -265,7 +264,8 @@ void SiteTraining::exchange(int step, Meeting& m) {
     fault_.reset();
   }
   std::optional<Pending> pending;
-  if (overlap_) pending = Pending{theta, state_->anchor()};  // result: the slice sent, for now
+  // The correction's base (the slice sent; a merge needs only the new anchor) and the old anchor.
+  if (overlap_) pending = Pending{mix_ < 0 ? theta : std::vector<float>{}, state_->anchor()};
   const auto& entry = rounds_[m.round][static_cast<std::size_t>(m.clique)];
   auto& clique = cliques_[m.round];
   localsgd::CliqueMeeting met;

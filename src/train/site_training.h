@@ -60,9 +60,9 @@ class SiteTraining {
 
   // Local work of one step on the model clock: --compute-s, or `measured_s`, over the site speed.
   // With --overlap-land arrival, an exchange in flight that has ended on this site's clock by
-  // the step's end is applied now; returns whether one was.
-  bool charge_compute(int step, double measured_s);
-  bool landed() const { return landed_; }  // whether the last charge_compute applied one
+  // the step's end is applied now (landed() says whether one was).
+  void charge_compute(int step, double measured_s);
+  bool landed() const { return landed_; }
   // A ddp step's collectives on the model clock (collective: every site leaves at the latest
   // arrival plus their time); `embedding_bytes`: what this rank's sparse sync sent.
   void charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes);
