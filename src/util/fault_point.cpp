@@ -3,6 +3,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 namespace atl::util {
 
@@ -34,6 +35,12 @@ void fault_point(std::string_view phase) {
                kill ? "SIGKILL" : "SIGSTOP");
   std::fflush(stderr);
   std::raise(kill ? SIGKILL : SIGSTOP);
+  // A frozen host never resumes; but mpirun's teardown sends SIGCONT before SIGTERM, and a rank
+  // continued here would finish the work it froze in (kill_matrix saw rank 0, stopped before a
+  // checkpoint's main file, write it during the teardown). Continued, it leaves at once.
+  std::fprintf(stderr, "atoll: %s: continued after the injected SIGSTOP: exiting\n",
+               g_armed.who.c_str());
+  std::_Exit(1);
 }
 
 }  // namespace atl::util
