@@ -23,6 +23,20 @@ DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& c
 }
 
 template <class Index>
+int DataParallel<Index>::check_gradients(std::span<const float> embedding_values) {
+  // The overlapped sums gathered their units during the backward pass and the mesh's sharded
+  // parameters gather their own: the gradients are scanned where they are.
+  if (overlap_ || (reduce_scatter_ && engine_.sharded)) {
+    return first_nonfinite(engine_, embedding_values);
+  }
+  // Otherwise the dense gradients are checked as they are copied into the buffer the sums use
+  // (one pass over them, not two); that copy is needed even when the embedding's is not finite.
+  const int dense_bad = engine_.dense_sync->gather();
+  if (!all_finite(embedding_values)) return 0;
+  return dense_bad < 0 ? -1 : dense_bad + 1;
+}
+
+template <class Index>
 RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer& timer, int step,
                                              const sparse::SparseGradient<Index>& local,
                                              double loss, double& mean_loss) {
@@ -30,7 +44,7 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   // Ranks reach the synchronization at different times (their compute differs); the barrier
   // makes that wait visible (wait_s) instead of hiding it in the first collective of a scheme.
   timer.start("check");
-  const int bad = first_nonfinite(engine_, local.values);
+  const int bad = check_gradients(local.values);
   timer.start("wait");
   nonfinite_ = agree_nonfinite(comm, engine_, bad, world_rank_);
   if (nonfinite_) {  // every rank skips (or fails) together; nothing more is sent
@@ -59,7 +73,7 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   } else if (overlap_) {
     engine_.dense_sync->finish(comm, timeline_, step);
   } else {
-    engine_.dense_sync->run(comm, *dense_scheme_);
+    engine_.dense_sync->run_gathered(comm, *dense_scheme_);  // gathered by check_gradients
   }
   mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
   return rows;

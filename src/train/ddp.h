@@ -62,6 +62,10 @@ class DataParallel {
   SchemeComparison<Index>& comparison() { return comparison_; }
 
  private:
+  // This rank's first_nonfinite (nonfinite.h) of the step's gradients; without the overlap or
+  // the sharded parameters it also gathers the dense gradients for synchronize's sums.
+  int check_gradients(std::span<const float> embedding_values);
+
   Engine& engine_;
   int world_rank_;
   bool reduce_scatter_;

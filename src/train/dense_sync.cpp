@@ -13,8 +13,9 @@ DenseSync::DenseSync(std::vector<torch::Tensor> params, std::uint64_t bucket_byt
   if (topk_share > 0) topk_.emplace(flat_params_.elements(), topk_share);
 }
 
-void DenseSync::run(comm::Communicator& comm, sync::SyncScheme& scheme) {
-  flat_params_.gather_grads(flat_);
+int DenseSync::gather() { return flat_params_.gather_grads(flat_); }
+
+void DenseSync::run_gathered(comm::Communicator& comm, sync::SyncScheme& scheme) {
   const std::size_t total = flat_.size();
   if (topk_) {
     const auto local = topk_->compress(flat_);

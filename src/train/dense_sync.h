@@ -28,7 +28,15 @@ class DenseSync {
   TopkFeedback* topk() { return topk_ ? &*topk_ : nullptr; }
 
   // Collective: every parameter's gradient becomes the mean over the ranks of `comm`.
-  void run(comm::Communicator& comm, sync::SyncScheme& scheme);
+  void run(comm::Communicator& comm, sync::SyncScheme& scheme) {
+    gather();
+    run_gathered(comm, scheme);
+  }
+  // run() in two parts, so that the gradients are checked in the pass that copies them: gather()
+  // copies them into the flat buffer and returns the list index of the first parameter whose
+  // gradient holds a NaN or an infinity (−1: all finite); run_gathered() sums that buffer.
+  int gather();
+  void run_gathered(comm::Communicator& comm, sync::SyncScheme& scheme);
 
   // The model unit of each parameter (in the list's order); a unit's parameters must be
   // consecutive in the list (std::invalid_argument otherwise). Enables post_unit/finish.

@@ -3,25 +3,29 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "finite_values.h"
+
 namespace atl::train {
 namespace {
 void check_size(std::size_t got, std::size_t want) {
   if (got != want) throw std::invalid_argument("FlatParams: flat buffer of the wrong size");
 }
 
-// Calls f(parameter, its offset in the flat view, its elements) for each parameter that lies
-// wholly in [begin, end); a parameter the range cuts throws std::invalid_argument.
+// Calls f(parameter, its offset in the flat view, its elements, its list index) for each
+// parameter that lies wholly in [begin, end); a parameter the range cuts throws
+// std::invalid_argument.
 template <class F>
 void for_whole(const std::vector<torch::Tensor>& params, std::size_t begin, std::size_t end,
                F&& f) {
   std::size_t off = 0;
-  for (const auto& p : params) {
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const auto& p = params[k];
     const auto n = static_cast<std::size_t>(p.numel());
     const bool inside = off >= begin && off + n <= end;
     if (!inside && off < end && off + n > begin) {
       throw std::invalid_argument("FlatParams: range cuts a parameter");
     }
-    if (inside) f(p, off, n);
+    if (inside) f(p, off, n, static_cast<int>(k));
     off += n;
   }
 }
@@ -31,19 +35,25 @@ FlatParams::FlatParams(std::vector<torch::Tensor> params) : params_(std::move(pa
   for (const auto& p : params_) total_ += static_cast<std::size_t>(p.numel());
 }
 
-void FlatParams::gather_grads(std::span<float> flat) const { gather_grads_range(flat, 0, total_); }
+int FlatParams::gather_grads(std::span<float> flat) const {
+  return gather_grads_range(flat, 0, total_);
+}
 
-void FlatParams::gather_grads_range(std::span<float> flat, std::size_t begin,
-                                    std::size_t end) const {
+int FlatParams::gather_grads_range(std::span<float> flat, std::size_t begin,
+                                   std::size_t end) const {
   check_size(flat.size(), total_);
-  for_whole(params_, begin, end, [&](const torch::Tensor& p, std::size_t off, std::size_t n) {
-    if (p.grad().defined()) {
-      auto g = p.grad().contiguous();
-      std::copy(g.data_ptr<float>(), g.data_ptr<float>() + n, flat.data() + off);
-    } else {
-      std::fill(flat.data() + off, flat.data() + off + n, 0.0f);  // unused on this rank
-    }
-  });
+  int first_bad = -1;
+  for_whole(params_, begin, end,
+            [&](const torch::Tensor& p, std::size_t off, std::size_t n, int k) {
+              if (p.grad().defined()) {
+                auto g = p.grad().contiguous();
+                const bool finite = copy_all_finite({g.data_ptr<float>(), n}, flat.data() + off);
+                if (!finite && first_bad < 0) first_bad = k;
+              } else {
+                std::fill(flat.data() + off, flat.data() + off + n, 0.0f);  // unused on this rank
+              }
+            });
+  return first_bad;
 }
 
 void FlatParams::scatter_grads(std::span<const float> flat, float scale) const {
@@ -83,7 +93,7 @@ void FlatParams::scatter_range(std::span<const float> flat, std::size_t begin,
                                std::size_t end) const {
   check_size(flat.size(), total_);
   torch::NoGradGuard no_grad;
-  for_whole(params_, begin, end, [&](const torch::Tensor& p, std::size_t off, std::size_t) {
+  for_whole(params_, begin, end, [&](const torch::Tensor& p, std::size_t off, std::size_t, int) {
     p.detach().copy_(
         torch::from_blob(const_cast<float*>(flat.data()) + off, p.sizes(), torch::kFloat));
   });

@@ -17,11 +17,13 @@ class FlatParams {
   const std::vector<torch::Tensor>& params() const { return params_; }
 
   // Gradients into `flat` (elements() floats); a parameter without a gradient on this rank
-  // contributes zeros.
-  void gather_grads(std::span<float> flat) const;
+  // contributes zeros. Returns the list index of the first parameter whose gradient holds a NaN
+  // or an infinity (checked in the same pass as the copy), −1 when all are finite.
+  int gather_grads(std::span<float> flat) const;
   // Only the gradients of the parameters in [begin, end) of the flat view (whole parameters: a
-  // range that cuts one throws std::invalid_argument); the rest of `flat` is left alone.
-  void gather_grads_range(std::span<float> flat, std::size_t begin, std::size_t end) const;
+  // range that cuts one throws std::invalid_argument); the rest of `flat` is left alone. Returns
+  // as gather_grads does, over those parameters.
+  int gather_grads_range(std::span<float> flat, std::size_t begin, std::size_t end) const;
   // `flat` × scale becomes every parameter's gradient (allocated where missing).
   void scatter_grads(std::span<const float> flat, float scale) const;
   // Parameter values into / from `flat`.

@@ -2,22 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <bit>
 #include <cstdint>
 #include <limits>
 
 namespace atl::train {
-
-bool all_finite(std::span<const float> values) {
-  // A float is non-finite when its exponent bits are all ones; an integer OR over the values
-  // vectorises where std::isfinite does not.
-  constexpr std::uint32_t kExponent = 0x7f800000u;
-  std::uint32_t any = 0;
-  for (float v : values) {
-    any |= static_cast<std::uint32_t>((std::bit_cast<std::uint32_t>(v) & kExponent) == kExponent);
-  }
-  return any == 0;
-}
 
 int first_nonfinite(const Engine& engine, std::span<const float> embedding_values) {
   if (!all_finite(embedding_values)) return 0;

@@ -11,6 +11,7 @@
 
 #include "atoll/comm/communicator.h"
 #include "engine.h"
+#include "finite_values.h"
 
 namespace atl::train {
 
@@ -18,9 +19,6 @@ struct NonFinite {
   int rank = -1;
   std::string tensor;  // the parameter's name ("tok.weight" for the embedding)
 };
-
-// True when every value is finite.
-bool all_finite(std::span<const float> values);
 
 // This rank's first gradient holding a NaN or an infinity: −1 none, 0 the embedding's (its
 // sparse values `embedding_values`), 1 + i engine.dense[i]'s.

@@ -3,7 +3,9 @@
 // and the metrics log.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <random>
 
@@ -283,6 +285,42 @@ TEST(FlatParams, GatherGradsRangeTakesWholeParametersOnly) {
   flat.gather_grads_range(buf, 0, 6);
   EXPECT_EQ(buf, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 0}));
   EXPECT_THROW(flat.gather_grads_range(buf, 3, 9), std::invalid_argument);  // cuts a
+}
+
+// The copy into the flat buffer checks the gradients in the same pass: it names the first
+// parameter (list index) holding a NaN or an infinity, in any position, and still copies all.
+TEST(FlatParams, GatherGradsNamesTheFirstNonFiniteParameter) {
+  auto a = torch::zeros({2, 3}).set_requires_grad(true);
+  auto b = torch::zeros({2}).set_requires_grad(true);
+  auto c = torch::zeros({1}).set_requires_grad(true);
+  FlatParams flat({a, b, c});
+  std::vector<float> g{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  flat.scatter_grads(g, 1.0f);
+  std::vector<float> buf(9, -1.0f);
+  EXPECT_EQ(flat.gather_grads(buf), -1);
+  EXPECT_EQ(buf, g);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const float bad : {nan, inf, -inf}) {
+    for (std::size_t at : {0u, 5u, 6u, 8u}) {  // first and last value of a, b and c
+      auto h = g;
+      h[at] = bad;
+      flat.scatter_grads(h, 1.0f);
+      const int want = at < 6 ? 0 : at < 8 ? 1 : 2;
+      EXPECT_EQ(flat.gather_grads(buf), want) << "value " << bad << " at " << at;
+      EXPECT_EQ(std::memcmp(buf.data(), h.data(), h.size() * sizeof(float)), 0);
+      EXPECT_EQ(flat.gather_grads_range(buf, 6, 9), at < 6 ? -1 : want);  // b and c only
+    }
+  }
+  auto h = g;  // two bad parameters: the first is named
+  h[7] = nan;
+  h[8] = inf;
+  flat.scatter_grads(h, 1.0f);
+  EXPECT_EQ(flat.gather_grads(buf), 1);
+  h[7] = std::numeric_limits<float>::max();  // large and denormal values are finite
+  h[8] = std::numeric_limits<float>::denorm_min();
+  flat.scatter_grads(h, 1.0f);
+  EXPECT_EQ(flat.gather_grads(buf), -1);
 }
 
 // DenseSync's units must each be one consecutive run of parameters (one flat range per unit).
