@@ -295,6 +295,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   for (const auto& name : names) {
     sync::SchemeOptions scheme_options;
     scheme_options.threads = o.threads;
+    scheme_options.row_views = o.row_views;
     auto scheme = sync::make_scheme(name, scheme_options);
     sync::SyncResult<Index> last;
     scheme->prepare(comm);  // one-time setup (auto's network probe) is not part of a timed call
@@ -359,6 +360,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         {"elements", grad.elements},
         {"index_bits", 8 * sizeof(Index)},
         {"row_width", o.row_width},
+        {"row_views", o.row_views},
         {"density", ch.density},
         {"densification", ch.densification},
         {"skew", ch.skew},
@@ -455,6 +457,8 @@ void arm_fault(const Communicator& comm, const std::string& spec) {
 int bench_sync(Communicator& comm, const BenchSyncOptions& o) {
   if (o.repeat < 1) throw UsageError(fmt::format("--repeat must be at least 1 (got {})", o.repeat));
   if (o.warmup < 0) throw UsageError(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
+  if (o.row_views && o.row_width < 2)
+    throw UsageError("--row-views needs a gradient of rows (--row-width W, W >= 2)");
   if (o.index_bits != 32 && o.index_bits != 64) {
     throw UsageError(fmt::format("--index-bits must be 32 or 64 (got {})", o.index_bits));
   }

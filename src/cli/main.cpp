@@ -164,10 +164,14 @@ int main(int argc, char** argv) {
   sync_cmd->add_option("--cpu-cost", bench.cpu_cost_file,
                        "simulation: charge the schemes' computation from this cpu cost table "
                        "(scripts/calibrate-cpu) instead of measuring it, so runs repeat exactly");
-  sync_cmd->add_option("--row-width", bench.row_width,
-                       "the gradient as rows of W values (an embedding's rows: Zen sends one "
-                       "index per row); M must be a multiple of W")
+  sync_cmd
+      ->add_option("--row-width", bench.row_width,
+                   "the gradient as rows of W values (an embedding's rows: Zen sends one "
+                   "index per row); M must be a multiple of W")
       ->check(CLI::PositiveNumber);
+  sync_cmd->add_flag("--row-views", bench.row_views,
+                     "with --row-width: Zen's variants leave the summed rows in the blocks they "
+                     "were pulled in (no copy into the result), as the trainer has them");
   sync_cmd->add_option("--threads", bench.threads,
                        "worker threads per rank for Zen's decode (default: the node's cores "
                        "shared by the ranks on it; 1 under simulation); at most the machine's "

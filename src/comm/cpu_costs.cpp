@@ -98,8 +98,10 @@ const std::vector<std::string>& cpu_ops() {
     for (const char* zen : {"zen_coo", "zen", "zen_ef"})
       for (const char* step : {"partition", "check_push", "aggregate", "plan", "encode", "decode"})
         v.push_back(fmt::format("{}.{}", zen, step));
-    for (const char* step : {"partition", "aggregate", "encode", "decode"})
-      v.push_back(fmt::format("zen_rows.{}", step));  // every Zen variant's row path
+    // Every Zen variant's row path; "view": the decode that leaves the values in place
+    // (SchemeOptions::row_views).
+    for (const char* step : {"partition", "aggregate", "encode", "decode", "view"})
+      v.push_back(fmt::format("zen_rows.{}", step));
     return v;
   }();
   return ops;

@@ -30,7 +30,14 @@ std::uint64_t SyncStats::bytes_received() const {
 
 template <class Index>
 std::vector<float> SyncResult<Index>::to_dense() const {
-  return dense_form ? dense : sparse.to_dense();
+  if (dense_form) return dense;
+  if (!in_views) return sparse.to_dense();
+  std::vector<float> out(sparse.elements, 0.0f);
+  const std::size_t w = sparse.width;
+  for (std::size_t k = 0; k < sparse.indices.size(); ++k)
+    std::copy(block(k), block(k) + w,
+              out.begin() + static_cast<std::ptrdiff_t>(sparse.indices[k] * w));
+  return out;
 }
 
 namespace {
@@ -58,9 +65,10 @@ std::uint64_t SyncResult<Index>::checksum() const {
       if (dense[i] != 0.0f) f.add_entry(i, dense[i]);
   } else {
     const std::size_t w = sparse.width;
-    for (std::size_t i = 0; i < sparse.values.size(); ++i) {
-      if (sparse.values[i] != 0.0f)
-        f.add_entry(static_cast<std::uint64_t>(sparse.indices[i / w]) * w + i % w, sparse.values[i]);
+    for (std::size_t k = 0; k < sparse.indices.size(); ++k) {
+      const float* v = block(k);
+      for (std::size_t c = 0; c < w; ++c)
+        if (v[c] != 0.0f) f.add_entry(static_cast<std::uint64_t>(sparse.indices[k]) * w + c, v[c]);
     }
   }
   return f.h;
@@ -92,9 +100,8 @@ void check_input(Communicator& comm, const SyncScheme& scheme,
                     hi, elements));
   }
   if (v[3] != ~v[4]) {
-    throw comm::CollectiveError(
-        fmt::format("block width differs across ranks (min {}, max {}; this rank has {})", ~v[4],
-                    v[3], width));
+    throw comm::CollectiveError(fmt::format(
+        "block width differs across ranks (min {}, max {}; this rank has {})", ~v[4], v[3], width));
   }
 }
 

@@ -56,7 +56,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       coding_ = PullCoding::elias_fano_complement;
     else if (!o.zen_allow_bitmap)
       coding_ = PullCoding::coo;
-    rows_.emplace(seed_, coding_);
+    rows_.emplace(seed_, coding_, o.row_views);
   }
   std::string_view name() const override { return name_; }
   bool takes_blocks() const override { return true; }

@@ -11,13 +11,19 @@
 
 namespace atl::sync {
 
-ZenRowSync::ZenRowSync(std::uint64_t seed, PullCoding coding)
+ZenRowSync::ZenRowSync(std::uint64_t seed, PullCoding coding, bool views)
     : seed_(seed),
       coding_(coding),
       op_partition_(comm::cpu_op_id("zen_rows.partition")),
       op_aggregate_(comm::cpu_op_id("zen_rows.aggregate")),
       op_encode_(comm::cpu_op_id("zen_rows.encode")),
-      op_decode_(comm::cpu_op_id("zen_rows.decode")) {}
+      op_decode_(comm::cpu_op_id(views ? "zen_rows.view" : "zen_rows.decode")),
+      views_(views) {}
+
+std::span<std::uint8_t> ZenRowSync::all_bytes(std::size_t bytes) {
+  all_.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  return {reinterpret_cast<std::uint8_t*>(all_.data()), bytes};
+}
 
 template <class Index>
 void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
@@ -66,14 +72,17 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
         out.sparse.elements = R * w;
         out.sparse.width = w;
         out.sparse.indices.resize(total);
-        out.sparse.values.resize(total * w);
+        out.in_views = views_;
+        out.views.resize(views_ ? total : 0);
+        out.sparse.values.resize(views_ ? 0 : total * w);
       },
       [&](std::size_t s0, std::size_t s1, std::span<const std::uint8_t> blocks,
           std::span<const std::size_t> counts, std::span<const std::uint64_t> rows,
           std::span<const PullCoding> codings, std::size_t pos, std::size_t capacity) {
         return zen_row_decode_chunk<Index>(layout_, w, s0, s1, blocks, counts, rows, codings,
                                            out.sparse.indices.data() + pos,
-                                           out.sparse.values.data() + pos * w, capacity);
+                                           views_ ? nullptr : out.sparse.values.data() + pos * w,
+                                           capacity, views_ ? out.views.data() + pos : nullptr);
       });
 }
 
@@ -141,7 +150,7 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
     }
     my_bytes += counts[p][rank];
   }
-  all_.resize(chunk_begin[chunks]);
+  const std::span<std::uint8_t> all = all_bytes(chunk_begin[chunks]);
   block_.clear();
   block_.reserve(my_bytes);  // never moves while a chunk is on the wire
   size_result(total);
@@ -168,7 +177,7 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
   auto post = [&](std::size_t p) {
     requests[p] = comm.iallgatherv<std::uint8_t>(
         std::span<const std::uint8_t>(block_.data() + block_begin[p], counts[p][rank]), counts[p],
-        std::span<std::uint8_t>(all_.data() + chunk_begin[p], chunk_begin[p + 1] - chunk_begin[p]));
+        all.subspan(chunk_begin[p], chunk_begin[p + 1] - chunk_begin[p]));
   };
   std::exception_ptr failure;  // a malformed block: finish the collectives, then throw
   std::size_t pos = 0;
@@ -182,10 +191,9 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
     const double t0 = comm.wtime();
     try {
       comm::ChargedWork work(comm, op_decode_, static_cast<double>(chunk_rows[p]),
-                             4.0 * static_cast<double>(chunk_rows[p] * w));
+                             views_ ? 0.0 : 4.0 * static_cast<double>(chunk_rows[p] * w));
       pos += decode_chunk(bucket_stratum(bounds[p]), bucket_stratum(bounds[p + 1]),
-                          std::span<const std::uint8_t>(all_.data() + chunk_begin[p],
-                                                        chunk_begin[p + 1] - chunk_begin[p]),
+                          all.subspan(chunk_begin[p], chunk_begin[p + 1] - chunk_begin[p]),
                           counts[p], rows[p], codings, pos, total - pos);
     } catch (...) {
       failure = std::current_exception();

@@ -15,7 +15,9 @@ namespace atl::sync {
 
 class ZenRowSync {
  public:
-  ZenRowSync(std::uint64_t seed, PullCoding coding);
+  // `views` (SchemeOptions::row_views): results in_views, the rows' values left in the pulled
+  // blocks.
+  ZenRowSync(std::uint64_t seed, PullCoding coding, bool views = false);
   // One synchronization (collective); `out.sparse` gets grad's width. Phases: partition, push,
   // aggregate, encode, pull, decode (as for elements: the pull pipelined in chunks).
   template <class Index>
@@ -45,7 +47,12 @@ class ZenRowSync {
   RowLayout layout_;
   RowPartition<std::uint32_t> part32_;
   RowPartition<std::uint64_t> part64_;
-  std::vector<std::uint8_t> received_, block_, all_;
+  bool views_;
+  std::vector<std::uint8_t> received_, block_;
+  // Every server's pulled blocks, laid end to end: float storage seen as bytes, so that the
+  // results' views (whole floats at 4-byte aligned offsets, zen_row_encode) point at floats.
+  std::vector<float> all_;
+  std::span<std::uint8_t> all_bytes(std::size_t bytes);  // all_ resized to hold `bytes`
   ZenRowSums sums_;
 };
 

@@ -114,10 +114,20 @@ void zen_row_aggregate(const RowLayout& layout, std::uint32_t server, std::uint3
 
 std::size_t zen_row_key_bits(const RowLayout& layout) { return (layout.slots() + 63) / 64 * 64; }
 
+namespace {
+
+// Header and key, padded with zero bytes to whole floats: the values start 4-byte aligned in the
+// block, and (every block being whole floats) in a buffer of blocks laid end to end.
+std::size_t values_offset(std::size_t key_bytes) {
+  return (kBlockHeader + key_bytes + sizeof(float) - 1) / sizeof(float) * sizeof(float);
+}
+
+}  // namespace
+
 std::size_t zen_row_block_bytes(std::size_t strata, std::uint64_t rows, std::uint32_t width,
                                 std::size_t index_bytes, PullCoding coding) {
   const std::size_t bits = (strata + 63) / 64 * 64;
-  return kBlockHeader + zen_pull_key_bytes(bits, rows, index_bytes, coding) +
+  return values_offset(zen_pull_key_bytes(bits, rows, index_bytes, coding)) +
          rows * std::size_t{width} * sizeof(float);
 }
 
@@ -186,6 +196,7 @@ std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const 
   } else {  // Elias-Fano of the rows' slots, or (kEliasFanoComplement) of the empty ones
     sparse::elias_fano_encode_words(key, bits, format == kEliasFanoComplement, block);
   }
+  block.resize(start + values_offset(block.size() - start - kBlockHeader), 0);  // zero padding
   const std::size_t at = block.size();
   block.resize(at + rows * w * sizeof(float));
   std::uint8_t* dst = block.data() + at;
@@ -257,7 +268,9 @@ void decode_key(const RowLayout& layout, std::uint32_t server, std::uint32_t wid
   // Bits past the chunk's strata (the key is whole words) would be rows of the next chunk.
   if ((s1 - s0) % 64 && !key.words.empty() && (key.words.back() >> ((s1 - s0) % 64)) != 0)
     fail("a slot past the chunk is set");
-  key.values = k + key_bytes;
+  for (std::size_t at = kBlockHeader + key_bytes; at < values_offset(key_bytes); ++at)
+    if (block[at] != 0) fail("padding after the key is not zero");
+  key.values = block.data() + values_offset(key_bytes);
   key.next = 0;
 }
 
@@ -269,7 +282,7 @@ std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, s
                                  std::span<const std::size_t> counts,
                                  std::span<const std::uint64_t> rows,
                                  std::span<const PullCoding> codings, Index* oi, float* ov,
-                                 std::size_t capacity) {
+                                 std::size_t capacity, const float** views) {
   const std::uint32_t n = layout.servers();
   const std::uint64_t R = layout.rows();
   const std::size_t w = width;
@@ -308,7 +321,12 @@ std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, s
           throw MalformedMessage(
               fmt::format("zen: pull block from server {} sets row {} of {}", j, r, R));
         oi[pos] = static_cast<Index>(r);
-        std::memcpy(ov + pos * w, key.values + key.next * w * sizeof(float), w * sizeof(float));
+        const std::uint8_t* values = key.values + key.next * w * sizeof(float);
+        if (views) {  // float-aligned (values_offset); the caller's buffer holds floats
+          views[pos] = reinterpret_cast<const float*>(values);
+        } else {
+          std::memcpy(ov + pos * w, values, w * sizeof(float));
+        }
         ++key.next;
         ++pos;
       }
@@ -349,7 +367,7 @@ void zen_row_decode(const RowLayout& layout, std::uint32_t width,
   template std::size_t zen_row_decode_chunk(                                                     \
       const RowLayout&, std::uint32_t, std::size_t, std::size_t, std::span<const std::uint8_t>,  \
       std::span<const std::size_t>, std::span<const std::uint64_t>, std::span<const PullCoding>, \
-      Index*, float*, std::size_t);                                                              \
+      Index*, float*, std::size_t, const float**);                                               \
   template void zen_row_decode(const RowLayout&, std::uint32_t, std::span<const std::uint8_t>,   \
                                std::span<const std::size_t>, std::span<const std::uint64_t>,     \
                                std::span<const PullCoding>, SparseGradient<Index>&);

@@ -5,6 +5,15 @@
 #include "sharded_optimizer.h"
 
 namespace atl::train {
+namespace {
+// The embedding's rows are read once, by the optimizer, before the next synchronization: Zen
+// leaves them in the pulled blocks (in_place_rows reads them there).
+sync::SchemeOptions embedding_options(const TrainConfig& cfg) {
+  auto options = sync_options(cfg);
+  options.row_views = true;
+  return options;
+}
+}  // namespace
 
 template <class Index>
 DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& cfg, Engine& engine,
@@ -15,7 +24,7 @@ DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& c
       across_(across),
       overlap_(cfg.backward_overlap && !reduce_scatter && engine.dense_sync->overlaps()),
       E_(cfg.model.d_embed),
-      scheme_(sync::make_scheme(cfg.sync, sync_options(cfg))),
+      scheme_(sync::make_scheme(cfg.sync, embedding_options(cfg))),
       dense_scheme_(sync::make_scheme(cfg.sync, sync_options(cfg))),
       comparison_(cfg.compare_schemes) {
   scheme_->prepare(comm);  // one-time setup (auto's network probe) before the first timed step

@@ -40,13 +40,12 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
     // One pass per row: each value scaled as it is copied (the same product as add_row's), a row
     // of zeros dropped as add_row drops it.
     const auto& idx = result.sparse.indices;
-    const float* val = result.sparse.values.data();
     const auto e = static_cast<std::size_t>(E);
-    out.values.resize(result.sparse.values.size());
+    out.values.resize(idx.size() * e);
     out.rows.reserve(idx.size());
     float* dst = out.values.data();
     for (std::size_t k = 0; k < idx.size(); ++k) {
-      const float* src = val + k * e;
+      const float* src = result.block(k);  // the result's values or a view
       bool any = false;
       for (std::size_t j = 0; j < e; ++j) {
         dst[j] = src[j] * fs;
@@ -91,7 +90,7 @@ RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, 
 
 bool RowGradient::row_skipped(std::size_t k, std::size_t E) const {
   if (!is_in_place()) return false;
-  const float* v = in_place.data() + k * E;
+  const float* v = in_place[k];
   bool any = false;
   for (std::size_t j = 0; j < E; ++j) any |= v[j] != 0.0f;
   return !any;
@@ -103,7 +102,8 @@ RowGradient in_place_rows(const sync::SyncResult<Index>& result, std::int64_t E,
     return touched_rows(result, E, scale);
   RowGradient out;
   out.rows.assign(result.sparse.indices.begin(), result.sparse.indices.end());
-  out.in_place = result.sparse.values;
+  out.in_place.resize(out.rows.size());
+  for (std::size_t k = 0; k < out.rows.size(); ++k) out.in_place[k] = result.block(k);
   out.scale = static_cast<float>(scale);
   out.read_in_place = true;
   return out;
@@ -113,7 +113,7 @@ RowGradient owned_rows(const RowGradient& rows, std::int64_t E) {
   if (!rows.is_in_place()) return rows;
   const auto e = static_cast<std::size_t>(E);
   RowGradient out;
-  out.values.reserve(rows.in_place.size());
+  out.values.reserve(rows.rows.size() * static_cast<std::size_t>(E));
   for (std::size_t k = 0; k < rows.rows.size(); ++k) {
     if (rows.row_skipped(k, e)) continue;
     out.rows.push_back(rows.rows[k]);

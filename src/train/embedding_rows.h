@@ -11,19 +11,20 @@
 namespace atl::train {
 
 // The embedding's aggregated gradient as touched rows and their values (rows × d_embed): owned
-// (`values`), or read where the synchronization left them (`in_place`, in_place_rows), each value
-// multiplied by `scale` where it is read and a row whose stored values are all zero skipped by
-// every reader (touched_rows drops such a row). Readers take the values with row_values() and
-// row_skipped(), which serve both forms; owned_rows() makes an in-place form owned.
+// (`values`), or read where the synchronization left them (`in_place`, in_place_rows: the
+// result's values or the pulled blocks themselves), each value multiplied by `scale` where it is
+// read and a row whose stored values are all zero skipped by every reader (touched_rows drops
+// such a row). Readers take the values with row_values() and row_skipped(), which serve both
+// forms; owned_rows() makes an in-place form owned.
 struct RowGradient {
   std::vector<std::int64_t> rows;
-  std::vector<float> values;        // owned: rows × E, already scaled, no row of zeros
-  std::span<const float> in_place;  // in place: rows × E, to be scaled
-  float scale = 1.0f;               // in place: 1/n; owned: 1 (the values are scaled)
-  bool read_in_place = false;       // which of the two holds the values
+  std::vector<float> values;           // owned: rows × E, already scaled, no row of zeros
+  std::vector<const float*> in_place;  // in place: each row's E values, to be scaled
+  float scale = 1.0f;                  // in place: 1/n; owned: 1 (the values are scaled)
+  bool read_in_place = false;          // which of the two holds the values
   bool is_in_place() const { return read_in_place; }
   const float* row_values(std::size_t k, std::size_t E) const {
-    return (is_in_place() ? in_place.data() : values.data()) + k * E;
+    return is_in_place() ? in_place[k] : values.data() + k * E;
   }
   // In place: a row of stored zeros, which touched_rows would have dropped.
   bool row_skipped(std::size_t k, std::size_t E) const;
@@ -36,8 +37,9 @@ template <class Index>
 RowGradient touched_rows(const sync::SyncResult<Index>& result, std::int64_t E, double scale);
 
 // The same rows without copying their values when the result is a sparse one of rows of E (Zen's
-// row form): ids copied, values read in place from `result` (which must outlive the rows), scaled
-// where read; any other form: touched_rows. Every reader sees the values touched_rows would give,
+// row form, its values in the result or in views of the pulled blocks): ids copied, values read
+// in place (`result`, and the scheme for views, must outlive the rows), scaled where read; any
+// other form: touched_rows. Every reader sees the values touched_rows would give,
 // bit for bit (each is the same float product).
 template <class Index>
 RowGradient in_place_rows(const sync::SyncResult<Index>& result, std::int64_t E, double scale);

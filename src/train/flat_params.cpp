@@ -60,10 +60,17 @@ void FlatParams::scatter_grads(std::span<const float> flat, float scale) const {
   check_size(flat.size(), total_);
   std::size_t off = 0;
   for (auto p : params_) {
-    auto src = torch::from_blob(const_cast<float*>(flat.data()) + off, p.sizes(), torch::kFloat);
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    p.mutable_grad().copy_(src).mul_(scale);
-    off += static_cast<std::size_t>(p.numel());
+    const auto n = static_cast<std::size_t>(p.numel());
+    if (!p.grad().defined()) p.mutable_grad() = torch::empty_like(p);
+    auto& grad = p.mutable_grad();
+    if (grad.is_contiguous() && grad.scalar_type() == torch::kFloat) {
+      float* to = grad.data_ptr<float>();  // one pass: scaled as copied
+      for (std::size_t i = 0; i < n; ++i) to[i] = flat[off + i] * scale;
+    } else {
+      grad.copy_(torch::from_blob(const_cast<float*>(flat.data()) + off, p.sizes(), torch::kFloat))
+          .mul_(scale);
+    }
+    off += n;
   }
 }
 

@@ -71,6 +71,8 @@ expect_error threads-too-many "threads 1000: this machine has [0-9]+ cores" benc
 expect_error row-width-not-dividing "--row-width 7: .*must be a multiple" bench sync --elements 1000 \
   --row-width 7
 expect_error row-width-0 "row-width" bench sync --elements 1000 --row-width 0
+expect_error row-views-without-rows "--row-views needs a gradient of rows" bench sync --elements 1000 \
+  --row-views
 expect_error index-oob "out of range: must be < M = 1000" bench sync --trace "$tmp/index_oob"
 expect_error m-differ "disagree on M" bench sync --trace "$tmp/m_differ"
 expect_error truncated "truncated" bench sync --trace "$tmp/truncated"

@@ -58,9 +58,17 @@ void expect_exact_calls(sync::SyncScheme& scheme, const std::string& scheme_name
           << out.stats.chosen << " here)";
     }
     if (!out.dense_form) {
-      EXPECT_FALSE(out.sparse.check().has_value())
+      SparseGradient<Index> held = out.sparse;  // with views (row_views): their values copied
+      if (out.in_views) {
+        ASSERT_EQ(out.views.size(), held.indices.size()) << scheme_name << "/" << label;
+        EXPECT_TRUE(held.values.empty()) << scheme_name << "/" << label;
+        held.values.clear();
+        for (std::size_t k = 0; k < held.indices.size(); ++k)
+          held.values.insert(held.values.end(), out.block(k), out.block(k) + held.width);
+      }
+      EXPECT_FALSE(held.check().has_value())
           << scheme_name << "/" << label
-          << ": result violates COO invariants: " << out.sparse.check().value_or("");
+          << ": result violates COO invariants: " << held.check().value_or("");
     }
     const auto got = out.to_dense();
     ASSERT_EQ(got.size(), M);
@@ -229,13 +237,13 @@ void run_row_cases(const std::string& scheme, const sync::SchemeOptions& options
   expect_exact_sum<Index>(scheme, "rows all empty",
                           fixed_rows(1000, 3, [](int, int) { return std::vector<Index>{}; }), true,
                           options);
-  expect_exact_sum<Index>(scheme, "rows 0 and R-1",
-                          fixed_rows(1000, 3,
-                                     [](int r, int) {
-                                       return r % 2 ? std::vector<Index>{0, 999}
-                                                    : std::vector<Index>{999};
-                                     }),
-                          true, options);
+  expect_exact_sum<Index>(
+      scheme, "rows 0 and R-1",
+      fixed_rows(1000, 3,
+                 [](int r, int) {
+                   return r % 2 ? std::vector<Index>{0, 999} : std::vector<Index>{999};
+                 }),
+      true, options);
 }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
@@ -257,6 +265,31 @@ TEST(GoldenZenRows, EveryPullFormat) {
   run_row_cases<std::uint64_t>("zen", ef);
   run_row_cases<std::uint32_t>("zen", efc);
   run_row_cases<std::uint64_t>("zen", efc);
+}
+
+// The rows left in the pulled blocks (SchemeOptions::row_views, the trainer's form): every pull
+// format, zen_coo, and auto (whose pick may be zen or another scheme).
+TEST(GoldenZenRows, ViewsOfThePulledBlocks) {
+  sync::SchemeOptions views, coo, ef, efc;
+  for (auto* o : {&views, &coo, &ef, &efc}) o->row_views = true;
+  coo.zen_allow_bitmap = false;
+  ef.zen_force_elias_fano = true;
+  efc.zen_force_elias_fano_complement = true;
+  for (const auto* o : {&views, &coo, &ef, &efc}) {
+    run_row_cases<std::uint32_t>("zen", *o);
+    run_row_cases<std::uint64_t>("zen", *o);
+  }
+  run_row_cases<std::uint32_t>("zen_coo", views);
+  run_row_cases<std::uint32_t>("auto", views);
+  // Zen's result is views indeed; without the option it owns its values.
+  const auto g = rows_case<std::uint32_t>(2503, 4, 0.1, 21)(g_comm->rank(), g_comm->size());
+  sync::SyncResult<std::uint32_t> out;
+  sync::make_scheme("zen", views)->synchronize(*g_comm, g, out);
+  EXPECT_TRUE(out.in_views);
+  EXPECT_TRUE(out.sparse.values.empty());
+  sync::make_scheme("zen", {})->synchronize(*g_comm, g, out);
+  EXPECT_FALSE(out.in_views);
+  EXPECT_EQ(out.sparse.values.size(), out.sparse.indices.size() * 4);
 }
 
 TEST_P(GoldenTest, BlockWidthMismatchFailsOnEveryRank) {

@@ -7,8 +7,9 @@
 # - a table that costs 1 ms per call of zen.partition and nothing else: zen's partition phase is
 #   charged exactly 1 ms (the section's real time is not measured);
 # - `atoll train --cpu-cost` (tiny preset, Zen on rows, --sim-compute-s): two runs give the same
-#   simulated step times, and a table that costs 1 ms per zen_rows.decode call charges the
-#   embedding's decode exactly that; a bad table fails every rank.
+#   simulated step times, and a table that costs 1 ms per zen_rows.view call (the trainer's
+#   decode, which leaves the rows in the pulled blocks) charges the embedding's decode exactly
+#   that; a bad table fails every rank.
 # usage: cpu_cost_smpi_test.sh SIMULATE_SCRIPT
 set -uo pipefail
 simulate=$1
@@ -25,10 +26,14 @@ done
 # Zen's row path (its own operations: zen_rows.*), rows of 4 values.
 bench --schemes zen --density 0.05 --row-width 4 --cpu-cost-record "$tmp/costs.json" \
   >"$tmp/rec.log" 2>&1 || { cat "$tmp/rec.log"; fail "recording rows"; }
+# ... and left in the pulled blocks, as the trainer has them (zen_rows.view).
+bench --schemes zen --density 0.05 --row-width 4 --row-views --verify \
+  --cpu-cost-record "$tmp/costs.json" >"$tmp/rec.log" 2>&1 ||
+  { cat "$tmp/rec.log"; fail "recording rows left in the pulled blocks"; }
 python3 - "$tmp/costs.json" <<'PY' || fail "recorded table"
 import json, sys
 t = json.load(open(sys.argv[1]))
-assert len(t["calibrations"]) == 3, t["calibrations"]
+assert len(t["calibrations"]) == 4, t["calibrations"]
 empty = [k for k, v in t["ops"].items() if v["samples"][0] == 0]
 assert empty == ["auto.profile"], f"operations without samples: {empty}"
 slow = [k for k, v in t["ops"].items() if v["ns_per_call"] + v["ns_per_item"] + v["ns_per_byte"] <= 0]
@@ -80,7 +85,7 @@ python3 - "$tmp/costs.json" "$tmp/rows.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
 for name, op in t["ops"].items():
-    op.update(ns_per_call=1e6 if name == "zen_rows.decode" else 0, ns_per_item=0, ns_per_byte=0)
+    op.update(ns_per_call=1e6 if name == "zen_rows.view" else 0, ns_per_item=0, ns_per_byte=0)
 json.dump(t, open(sys.argv[2], "w"))
 PY
 train --cpu-cost "$tmp/rows.json" --out "$tmp/train-hand" >"$tmp/train-hand.log" 2>&1 ||
@@ -95,7 +100,7 @@ dec = [j["embedding_phases_s"]["decode"] for j in hand if "step_s" in j]
 # One decode section per pull chunk; each charged 1 ms, nothing else in the phase.
 assert all(d >= 1e-3 and abs(d / 1e-3 - round(d / 1e-3)) < 1e-3 for d in dec), dec
 print(f"ok   train with a table: the same step times in two runs ({', '.join(f'{1e3*x:.6f}' for x in sa)} ms); "
-      f"zen_rows.decode at 1 ms per call charged {', '.join(f'{1e3*d:.3f}' for d in dec)} ms")
+      f"zen_rows.view at 1 ms per call charged {', '.join(f'{1e3*d:.3f}' for d in dec)} ms")
 PY
   fail "train with a table"
 printf '{"format": "atoll-cpu-costs"}' >"$tmp/broken.json"

@@ -5,8 +5,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "dense_sync.h"
@@ -162,18 +162,42 @@ void check_in_place_rows() {
   const auto copied = touched_rows(result, E, scale);
   const auto in_place = in_place_rows(result, E, scale);
   ASSERT_TRUE(in_place.is_in_place());
-  EXPECT_EQ(in_place.in_place.data(), result.sparse.values.data());  // not copied
+  for (std::size_t k = 0; k < 4; ++k)  // not copied
+    EXPECT_EQ(in_place.in_place[k], result.sparse.values.data() + k * E);
   const auto owned = owned_rows(in_place, E);
   EXPECT_EQ(owned.rows, copied.rows);
   EXPECT_EQ(owned.values, copied.values);
   EXPECT_EQ(copied.rows, (std::vector<std::int64_t>{0, 2, 5}));
-  auto w1 = torch::linspace(-1, 1, V * E).reshape({V, E}), w2 = w1.clone();
-  LazyAdamW a(w1), b(w2);
+  // The same result as views (SchemeOptions::row_views): each row's values elsewhere, in another
+  // order, as the pulled blocks of several servers hold them.
+  sync::SyncResult<Index> viewed;
+  viewed.sparse.elements = result.sparse.elements;
+  viewed.sparse.width = result.sparse.width;
+  viewed.sparse.indices = result.sparse.indices;
+  viewed.in_views = true;
+  const std::vector<std::size_t> place{2, 0, 3, 1};  // row k's values at place[k] · E
+  std::vector<float> blocks(result.sparse.values.size());
+  for (std::size_t k = 0; k < 4; ++k) {
+    std::copy_n(result.sparse.values.data() + k * E, E, blocks.data() + place[k] * E);
+    viewed.views.push_back(blocks.data() + place[k] * E);
+  }
+  EXPECT_EQ(viewed.checksum(), result.checksum());
+  EXPECT_EQ(viewed.to_dense(), result.to_dense());
+  const auto from_views = in_place_rows(viewed, E, scale);
+  ASSERT_TRUE(from_views.is_in_place());
+  EXPECT_EQ(from_views.in_place[1], blocks.data());  // not copied
+  EXPECT_EQ(owned_rows(from_views, E).values, copied.values);
+  EXPECT_EQ(touched_rows(viewed, E, scale).values, copied.values);
+  EXPECT_EQ(touched_rows(viewed, E, scale).rows, copied.rows);
+  auto w1 = torch::linspace(-1, 1, V * E).reshape({V, E}), w2 = w1.clone(), w3 = w1.clone();
+  LazyAdamW a(w1), b(w2), c(w3);
   for (std::int64_t t = 1; t <= 3; ++t) {
     a.step(w1, copied, 0.1, 0.01, t);
     b.step(w2, in_place, 0.1, 0.01, t);
+    c.step(w3, from_views, 0.1, 0.01, t);
   }
   EXPECT_TRUE(torch::equal(w1, w2));
+  EXPECT_TRUE(torch::equal(w1, w3));
   // Another form (elements) is copied as before.
   sync::SyncResult<Index> elements;
   sparse::expand_blocks(result.sparse, elements.sparse);

@@ -88,12 +88,31 @@ void expect_sum(std::uint64_t R, std::uint32_t w, std::uint32_t n, double densit
   ASSERT_FALSE(out.check().has_value()) << label << ": " << out.check().value_or("");
   EXPECT_EQ(out.width, w) << label;
   EXPECT_EQ(out.to_dense(), ref) << label;
+  // Views (SchemeOptions::row_views): the same rows, each pointing at its values inside the
+  // blocks (float storage; every block whole floats, so every row's values 4-byte aligned).
+  for (const auto c : pull.counts) EXPECT_EQ(c % sizeof(float), 0u) << label;
+  std::vector<float> storage((pull.blocks.size() + 3) / 4);
+  std::memcpy(storage.data(), pull.blocks.data(), pull.blocks.size());
+  const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(storage.data()),
+                                            pull.blocks.size());
+  std::vector<Index> ids(out.indices.size());
+  std::vector<const float*> views(out.indices.size());
+  EXPECT_EQ(
+      zen_row_decode_chunk<Index>(layout, w, 0, layout.slots(), bytes, pull.counts, pull.rows,
+                                  pull.codings, ids.data(), nullptr, ids.size(), views.data()),
+      ids.size())
+      << label;
+  EXPECT_EQ(ids, out.indices) << label;
+  for (std::size_t k = 0; k < views.size(); ++k) {
+    ASSERT_GE(views[k], storage.data()) << label;
+    ASSERT_LE(views[k] + w, storage.data() + storage.size()) << label;
+    EXPECT_EQ(std::memcmp(views[k], out.values.data() + k * w, w * sizeof(float)), 0) << label;
+  }
 }
 
 TEST(ZenRows, ExactOnEveryShapeAndFormat) {
-  for (const auto coding :
-       {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest, PullCoding::elias_fano,
-        PullCoding::elias_fano_complement}) {
+  for (const auto coding : {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest,
+                            PullCoding::elias_fano, PullCoding::elias_fano_complement}) {
     for (const std::uint32_t n : {1u, 3u, 5u, 16u}) {
       for (const double d : {0.0, 0.003, 0.1, 1.0}) {
         expect_sum<std::uint32_t>(2503, 4, n, d, coding);  // R not a multiple of 64
@@ -169,8 +188,20 @@ TEST(ZenRows, BitmapWhereSmallerThanIds) {
                                                         rows_of<std::uint32_t>(4096, 2, 1.0, 1)};
   const Pull pull = push_and_encode(dense_rows, layout, PullCoding::bitmap_or_coo);
   EXPECT_EQ(pull.blocks[0], 1);  // bitmap: 256 bytes against 8 KiB of ids
-  // 9 header bytes + bitmap + values, per server.
-  EXPECT_EQ(pull.counts[0], 9 + zen_row_key_bits(layout) / 8 + pull.rows[0] * 2 * 4);
+  // 9 header bytes + bitmap, 3 zero bytes (the values start at a multiple of 4), values.
+  EXPECT_EQ(pull.counts[0], 9 + zen_row_key_bits(layout) / 8 + 3 + pull.rows[0] * 2 * 4);
+  // A padding byte that is not zero: the block is refused, naming its server.
+  Pull bad = pull;
+  bad.blocks[9 + zen_row_key_bits(layout) / 8 + 1] = 1;
+  SparseGradient<std::uint32_t> out;
+  try {
+    zen_row_decode<std::uint32_t>(layout, 2, bad.blocks, bad.counts, bad.rows, bad.codings, out);
+    ADD_FAILURE() << "a non-zero padding byte was accepted";
+  } catch (const MalformedMessage& e) {
+    EXPECT_NE(std::string(e.what()).find("server 0: padding after the key is not zero"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ZenRows, AggregateRefusesMalformedPush) {

@@ -47,6 +47,9 @@ struct BenchSyncOptions {
   // every block with a non-zero becomes a row, its other values explicit zeros. Zen's variants
   // carry rows (one index each), the other schemes elements. M must be a multiple.
   std::uint32_t row_width = 1;
+  // With rows: Zen's variants leave them in the pulled blocks (SchemeOptions::row_views), as
+  // for the trainer; the result is then read where it lies (--verify reads it there).
+  bool row_views = false;
 };
 int bench_sync(comm::Communicator& comm, const BenchSyncOptions& options);
 

@@ -64,8 +64,17 @@ struct SyncResult {
   bool dense_form = false;
   SparseGradient<Index> sparse;  // valid when !dense_form
   std::vector<float> dense;      // valid when dense_form (M floats)
+  // A sparse result of blocks left where the pull put them (SchemeOptions::row_views; Zen's
+  // variants on a gradient of blocks): sparse.indices holds the blocks, sparse.values is empty and
+  // views[k] points at block k's sparse.width values inside the scheme's buffers, valid until the
+  // scheme's next call. block() reads either form; to_dense() and checksum() take both.
+  bool in_views = false;
+  std::vector<const float*> views;
   SyncStats stats;
 
+  const float* block(std::size_t k) const {
+    return in_views ? views[k] : sparse.values.data() + k * sparse.width;
+  }
   std::vector<float> to_dense() const;
   std::uint64_t checksum() const;  // over non-zero (index, value) pairs: equal iff same sum
 };
@@ -109,6 +118,10 @@ struct SchemeOptions {
   bool zen_force_elias_fano = false;
   // The same with Elias-Fano of each block's empty slots (zen_ef's code for dense blocks).
   bool zen_force_elias_fano_complement = false;
+  // Zen's variants on a gradient of blocks leave the pulled blocks' values in place
+  // (SyncResult::in_views) instead of copying them into the result: for a consumer that reads
+  // each block once before the next call (the trainer's row-wise optimizer).
+  bool row_views = false;
   // Worker threads per rank for Zen's pull decode (comm::resolve_threads: 0 is the node's cores
   // shared by its ranks, 1 under SMPI).
   unsigned threads = 0;
@@ -158,6 +171,8 @@ class SchemeBase : public SyncScheme {
     check_input(c, *this, g.check(), g.elements, g.value_count(), g.width);
     out.stats = {};
     out.sparse.width = 1;
+    out.in_views = false;
+    out.views.clear();
     if (g.width > 1 && !takes_blocks()) {
       sparse::expand_blocks(g, expanded);
       static_cast<Derived*>(this)->template run<Index>(c, expanded, out);

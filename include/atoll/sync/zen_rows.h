@@ -110,7 +110,8 @@ std::size_t zen_row_block_bytes(std::size_t strata, std::uint64_t rows, std::uin
 // relative to s0).
 //
 // Appends the server's block of chunk [s0, s1): [u8 format][u64 rows][key: bitmap | ids |
-// Elias-Fano][w values per row, in slot order]; returns its size (= zen_row_block_bytes).
+// Elias-Fano][0-3 zero bytes: the values start at a multiple of 4 bytes][w values per row, in slot
+// order]; returns its size (= zen_row_block_bytes, a multiple of 4).
 template <class Index>
 std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const ZenRowSums& sums,
                            PullCoding coding, std::size_t s0, std::size_t s1,
@@ -124,14 +125,17 @@ std::size_t zen_row_encode(const RowLayout& layout, std::uint32_t server, const 
 // coding codings[j]), concatenated, into oi / ov (rows in increasing order, w values each; room
 // for `capacity` rows); returns the rows written. MalformedMessage naming the server on a block
 // that does not decode (size, format, count, an id not the server's or not in the chunk, a bit
-// past R) or more than `capacity` rows.
+// past R, padding not zero) or more than `capacity` rows.
+// With `views`, the values are not copied (ov is unused): views[k] points at row k's w values
+// inside `blocks`, which must then be 4-byte aligned and hold floats (storage of float objects
+// seen as bytes), and outlive the views.
 template <class Index>
 std::size_t zen_row_decode_chunk(const RowLayout& layout, std::uint32_t width, std::size_t s0,
                                  std::size_t s1, std::span<const std::uint8_t> blocks,
                                  std::span<const std::size_t> counts,
                                  std::span<const std::uint64_t> rows,
                                  std::span<const PullCoding> codings, Index* oi, float* ov,
-                                 std::size_t capacity);
+                                 std::size_t capacity, const float** views = nullptr);
 // One chunk over all the strata into `out` (width w).
 template <class Index>
 void zen_row_decode(const RowLayout& layout, std::uint32_t width,
