@@ -124,12 +124,13 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
     throw MalformedMessage(
         fmt::format("zen: servers announced {} rows of {}", total, layout_.rows()));
   }
-  // Chunk bounds among the bucket bounds, about total / kChunks rows each.
+  // Chunk bounds among the bucket bounds, about total / chunks() rows each.
   std::vector<std::size_t> bounds{0};  // buckets
   double sum = 0;
   for (std::size_t b = 0; b < H; ++b) {
     sum += weight[b];
-    const double target = static_cast<double>(total) * static_cast<double>(bounds.size()) / kChunks;
+    const double target = static_cast<double>(total) * static_cast<double>(bounds.size()) /
+                          static_cast<double>(chunks());
     if (b + 1 < H && sum >= target && sum > 0) bounds.push_back(b + 1);
   }
   bounds.push_back(H);

@@ -62,6 +62,12 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
     mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
     return {};
   }
+  // Without the backward overlap the dense sums are posted now and travel during the embedding's
+  // sync (neither reads the other's buffers); not while other schemes are compared, whose times
+  // they would disturb.
+  const bool dense_posted = !overlap_ && !(reduce_scatter_ && engine_.sharded) &&
+                            !engine_.dense_sync->topk() && comparison_.size() == 0;
+  if (dense_posted) engine_.dense_sync->post_gathered(comm);
   // Benchmark mode: compared schemes before and after the training scheme (rotating); their
   // time is left out of the step.
   timer.start("compare");
@@ -81,6 +87,8 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
     engine_.sharded->reduce_scatter_grads(1.0 / world, across_);
   } else if (overlap_) {
     engine_.dense_sync->finish(comm, timeline_, step);
+  } else if (dense_posted) {
+    engine_.dense_sync->finish_gathered(comm);
   } else {
     engine_.dense_sync->run_gathered(comm, *dense_scheme_);  // gathered by check_gradients
   }

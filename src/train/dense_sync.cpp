@@ -37,6 +37,26 @@ void DenseSync::run_gathered(comm::Communicator& comm, sync::SyncScheme& scheme)
   flat_params_.scatter_grads(flat_, 1.0f / static_cast<float>(comm.size()));
 }
 
+void DenseSync::post_gathered(comm::Communicator& comm) {
+  if (topk_ || !posted_.empty())
+    throw std::logic_error("DenseSync::post_gathered: top-k or posted");
+  Posted p{-1, comm.wtime(), {}};
+  for (std::size_t b = 0; b < flat_.size(); b += bucket_elements_) {
+    p.requests.push_back(comm.iallreduce(
+        std::span<float>(flat_.data() + b, std::min(bucket_elements_, flat_.size() - b)),
+        comm::ReduceOp::sum));
+  }
+  posted_.push_back(std::move(p));
+}
+
+void DenseSync::finish_gathered(comm::Communicator& comm) {
+  if (posted_.size() != 1 || posted_[0].unit != -1)
+    throw std::logic_error("DenseSync::finish_gathered without post_gathered");
+  for (auto& r : posted_[0].requests) comm.wait(r);
+  posted_.clear();
+  flat_params_.scatter_grads(flat_, 1.0f / static_cast<float>(comm.size()));
+}
+
 void DenseSync::set_units(const std::vector<int>& unit_of_param) {
   const auto& params = flat_params_.params();
   if (unit_of_param.size() != params.size()) {

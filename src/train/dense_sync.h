@@ -37,6 +37,12 @@ class DenseSync {
   // gradient holds a NaN or an infinity (−1: all finite); run_gathered() sums that buffer.
   int gather();
   void run_gathered(comm::Communicator& comm, sync::SyncScheme& scheme);
+  // run_gathered() of the dense allreduce in two halves, so that the sums travel while the caller
+  // does other work (the embedding's sync): post_gathered() posts the whole gathered buffer
+  // (non-blocking allreduce, pieces of at most the bucket size), finish_gathered() waits for it
+  // and writes the means. Collective; not with top-k nor with units posted (std::logic_error).
+  void post_gathered(comm::Communicator& comm);
+  void finish_gathered(comm::Communicator& comm);
 
   // The model unit of each parameter (in the list's order); a unit's parameters must be
   // consecutive in the list (std::invalid_argument otherwise). Enables post_unit/finish.
