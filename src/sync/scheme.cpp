@@ -31,7 +31,7 @@ std::uint64_t SyncStats::bytes_received() const {
 template <class Index>
 std::vector<float> SyncResult<Index>::to_dense() const {
   if (dense_form) return dense;
-  if (!in_views) return sparse.to_dense();
+  if (!in_views()) return sparse.to_dense();
   std::vector<float> out(sparse.elements, 0.0f);
   const std::size_t w = sparse.width;
   for (std::size_t k = 0; k < sparse.indices.size(); ++k)

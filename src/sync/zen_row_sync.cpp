@@ -72,7 +72,6 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
         out.sparse.elements = R * w;
         out.sparse.width = w;
         out.sparse.indices.resize(total);
-        out.in_views = views_;
         out.views.resize(views_ ? total : 0);
         out.sparse.values.resize(views_ ? 0 : total * w);
       },

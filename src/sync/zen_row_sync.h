@@ -15,7 +15,7 @@ namespace atl::sync {
 
 class ZenRowSync {
  public:
-  // `views` (SchemeOptions::row_views): results in_views, the rows' values left in the pulled
+  // `views` (SchemeOptions::row_views): results in views, the rows' values left in the pulled
   // blocks.
   ZenRowSync(std::uint64_t seed, PullCoding coding, bool views = false);
   // One synchronization (collective); `out.sparse` gets grad's width. Phases: partition, push,

@@ -20,9 +20,8 @@ DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& c
                                   int world_rank, bool reduce_scatter, comm::Communicator* across)
     : engine_(engine),
       world_rank_(world_rank),
-      reduce_scatter_(reduce_scatter),
       across_(across),
-      overlap_(cfg.backward_overlap && !reduce_scatter && engine.dense_sync->overlaps()),
+      dense_mode_(dense_mode(cfg, engine, reduce_scatter)),
       E_(cfg.model.d_embed),
       scheme_(sync::make_scheme(cfg.sync, embedding_options(cfg))),
       dense_scheme_(sync::make_scheme(cfg.sync, sync_options(cfg))),
@@ -32,10 +31,21 @@ DataParallel<Index>::DataParallel(comm::Communicator& comm, const TrainConfig& c
 }
 
 template <class Index>
+typename DataParallel<Index>::DenseMode DataParallel<Index>::dense_mode(const TrainConfig& cfg,
+                                                                        const Engine& engine,
+                                                                        bool reduce_scatter) {
+  if (reduce_scatter && engine.sharded) return DenseMode::sharded;
+  if (cfg.backward_overlap && !reduce_scatter && engine.dense_sync->overlaps())
+    return DenseMode::overlapped;
+  if (engine.dense_sync->topk() || !cfg.compare_schemes.empty()) return DenseMode::after;
+  return DenseMode::posted;
+}
+
+template <class Index>
 int DataParallel<Index>::check_gradients(std::span<const float> embedding_values) {
   // The overlapped sums gathered their units during the backward pass and the mesh's sharded
   // parameters gather their own: the gradients are scanned where they are.
-  if (overlap_ || (reduce_scatter_ && engine_.sharded)) {
+  if (dense_mode_ == DenseMode::sharded || dense_mode_ == DenseMode::overlapped) {
     return first_nonfinite(engine_, embedding_values);
   }
   // Otherwise the dense gradients are checked as they are copied into the buffer the sums use
@@ -57,17 +67,13 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   timer.start("wait");
   nonfinite_ = agree_nonfinite(comm, engine_, bad, world_rank_);
   if (nonfinite_) {  // every rank skips (or fails) together; nothing more is sent
-    if (overlap_) engine_.dense_sync->discard(comm);
+    if (dense_mode_ == DenseMode::overlapped) engine_.dense_sync->discard(comm);
     result_ = {};
     mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
     return {};
   }
-  // Without the backward overlap the dense sums are posted now and travel during the embedding's
-  // sync (neither reads the other's buffers); not while other schemes are compared, whose times
-  // they would disturb.
-  const bool dense_posted = !overlap_ && !(reduce_scatter_ && engine_.sharded) &&
-                            !engine_.dense_sync->topk() && comparison_.size() == 0;
-  if (dense_posted) engine_.dense_sync->post_gathered(comm);
+  // The dense sums travel during the embedding's sync (neither reads the other's buffers).
+  if (dense_mode_ == DenseMode::posted) engine_.dense_sync->post_gathered(comm);
   // Benchmark mode: compared schemes before and after the training scheme (rotating); their
   // time is left out of the step.
   timer.start("compare");
@@ -83,14 +89,19 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   comparison_.check_rows(rows, E_);
   timer.start("dense_sync");
   util::fault_point("dense_sync");  // --inject-fault kill/stop
-  if (reduce_scatter_ && engine_.sharded) {
-    engine_.sharded->reduce_scatter_grads(1.0 / world, across_);
-  } else if (overlap_) {
-    engine_.dense_sync->finish(comm, timeline_, step);
-  } else if (dense_posted) {
-    engine_.dense_sync->finish_gathered(comm);
-  } else {
-    engine_.dense_sync->run_gathered(comm, *dense_scheme_);  // gathered by check_gradients
+  switch (dense_mode_) {
+    case DenseMode::sharded:
+      engine_.sharded->reduce_scatter_grads(1.0 / world, across_);
+      break;
+    case DenseMode::overlapped:
+      engine_.dense_sync->finish(comm, timeline_, step);
+      break;
+    case DenseMode::posted:
+      engine_.dense_sync->finish_gathered(comm);
+      break;
+    case DenseMode::after:
+      engine_.dense_sync->run_gathered(comm, *dense_scheme_);  // gathered by check_gradients
+      break;
   }
   mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
   return rows;

@@ -37,7 +37,7 @@ class DataParallel {
   // Whether the dense gradients' sums overlap the backward pass (--backward-overlap; not with
   // --topk or sharded parameters): the caller then calls post_unit as each unit's backward
   // ends (the trainer's LayerEvents does), and synchronize() waits for them.
-  bool overlaps_backward() const { return overlap_; }
+  bool overlaps_backward() const { return dense_mode_ == DenseMode::overlapped; }
   // Collective: posts unit `unit`'s dense gradient sum (every rank, the same units in the same
   // order, on the communicator later passed to synchronize).
   void post_unit(comm::Communicator& comm, int unit) { engine_.dense_sync->post_unit(comm, unit); }
@@ -62,15 +62,20 @@ class DataParallel {
   SchemeComparison<Index>& comparison() { return comparison_; }
 
  private:
-  // This rank's first_nonfinite (nonfinite.h) of the step's gradients; without the overlap or
-  // the sharded parameters it also gathers the dense gradients for synchronize's sums.
+  // How the dense gradients are summed: reduce-scattered (the mesh's sharded parameters),
+  // overlapped with the backward pass, posted before the embedding's sync and waited for after it
+  // (the default), or summed after it (top-k; compared schemes, whose timings sums in flight
+  // would disturb).
+  enum class DenseMode { sharded, overlapped, posted, after };
+  static DenseMode dense_mode(const TrainConfig& config, const Engine& engine, bool reduce_scatter);
+  // This rank's first_nonfinite (nonfinite.h) of the step's gradients; in modes posted and after
+  // it also gathers the dense gradients for synchronize's sums (the check is that copy).
   int check_gradients(std::span<const float> embedding_values);
 
   Engine& engine_;
   int world_rank_;
-  bool reduce_scatter_;
   comm::Communicator* across_;
-  bool overlap_;
+  DenseMode dense_mode_;
   Timeline* timeline_ = nullptr;
   std::int64_t E_;
   std::unique_ptr<sync::SyncScheme> scheme_, dense_scheme_;  // the top-k path has its own buffers

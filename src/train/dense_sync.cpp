@@ -40,19 +40,31 @@ void DenseSync::run_gathered(comm::Communicator& comm, sync::SyncScheme& scheme)
 void DenseSync::post_gathered(comm::Communicator& comm) {
   if (topk_ || !posted_.empty())
     throw std::logic_error("DenseSync::post_gathered: top-k or posted");
-  Posted p{-1, comm.wtime(), {}};
-  for (std::size_t b = 0; b < flat_.size(); b += bucket_elements_) {
-    p.requests.push_back(comm.iallreduce(
-        std::span<float>(flat_.data() + b, std::min(bucket_elements_, flat_.size() - b)),
-        comm::ReduceOp::sum));
-  }
-  posted_.push_back(std::move(p));
+  post_range(comm, -1, 0, flat_.size());
 }
 
 void DenseSync::finish_gathered(comm::Communicator& comm) {
   if (posted_.size() != 1 || posted_[0].unit != -1)
     throw std::logic_error("DenseSync::finish_gathered without post_gathered");
-  for (auto& r : posted_[0].requests) comm.wait(r);
+  wait_posted(comm, nullptr, 0);
+}
+
+void DenseSync::post_range(comm::Communicator& comm, int unit, std::size_t begin, std::size_t end) {
+  Posted p{unit, comm.wtime(), {}};
+  for (std::size_t b = begin; b < end; b += bucket_elements_) {
+    p.requests.push_back(
+        comm.iallreduce(std::span<float>(flat_.data() + b, std::min(bucket_elements_, end - b)),
+                        comm::ReduceOp::sum));
+  }
+  posted_.push_back(std::move(p));
+}
+
+void DenseSync::wait_posted(comm::Communicator& comm, Timeline* timeline, int step) {
+  for (auto& p : posted_) {
+    const double wait = comm.wtime();
+    for (auto& r : p.requests) comm.wait(r);
+    if (timeline) timeline->record(step, Timeline::Kind::sync, p.unit, p.at, wait, comm.wtime());
+  }
   posted_.clear();
   flat_params_.scatter_grads(flat_, 1.0f / static_cast<float>(comm.size()));
 }
@@ -96,24 +108,12 @@ void DenseSync::post_unit(comm::Communicator& comm, int unit) {
   for (const auto& p : posted_)
     if (p.unit == unit) return;
   flat_params_.gather_grads_range(flat_, begin, end);
-  Posted p{unit, comm.wtime(), {}};
-  for (std::size_t b = begin; b < end; b += bucket_elements_) {
-    p.requests.push_back(
-        comm.iallreduce(std::span<float>(flat_.data() + b, std::min(bucket_elements_, end - b)),
-                        comm::ReduceOp::sum));
-  }
-  posted_.push_back(std::move(p));
+  post_range(comm, unit, begin, end);
 }
 
 void DenseSync::finish(comm::Communicator& comm, Timeline* timeline, int step) {
   for (int u = static_cast<int>(unit_ranges_.size()) - 1; u >= 0; --u) post_unit(comm, u);
-  for (auto& p : posted_) {
-    const double wait = comm.wtime();
-    for (auto& r : p.requests) comm.wait(r);
-    if (timeline) timeline->record(step, Timeline::Kind::sync, p.unit, p.at, wait, comm.wtime());
-  }
-  posted_.clear();
-  flat_params_.scatter_grads(flat_, 1.0f / static_cast<float>(comm.size()));
+  wait_posted(comm, timeline, step);
 }
 
 void DenseSync::discard(comm::Communicator& comm) {

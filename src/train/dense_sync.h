@@ -68,6 +68,13 @@ class DenseSync {
     double at;  // engine clock when posted
     std::vector<comm::Request> requests;
   };
+  // Posts flat_[begin, end) (non-blocking allreduce, pieces of at most the bucket size) as
+  // `unit`'s sum (−1: the whole buffer, post_gathered).
+  void post_range(comm::Communicator& comm, int unit, std::size_t begin, std::size_t end);
+  // Waits for every posted sum (a timeline event per sum when `timeline` is given) and writes the
+  // means as the parameters' gradients.
+  void wait_posted(comm::Communicator& comm, Timeline* timeline, int step);
+
   FlatParams flat_params_;
   std::size_t bucket_elements_;
   std::optional<TopkFeedback> topk_;

@@ -59,7 +59,7 @@ void expect_exact_calls(sync::SyncScheme& scheme, const std::string& scheme_name
     }
     if (!out.dense_form) {
       SparseGradient<Index> held = out.sparse;  // with views (row_views): their values copied
-      if (out.in_views) {
+      if (out.in_views()) {
         ASSERT_EQ(out.views.size(), held.indices.size()) << scheme_name << "/" << label;
         EXPECT_TRUE(held.values.empty()) << scheme_name << "/" << label;
         held.values.clear();
@@ -285,10 +285,10 @@ TEST(GoldenZenRows, ViewsOfThePulledBlocks) {
   const auto g = rows_case<std::uint32_t>(2503, 4, 0.1, 21)(g_comm->rank(), g_comm->size());
   sync::SyncResult<std::uint32_t> out;
   sync::make_scheme("zen", views)->synchronize(*g_comm, g, out);
-  EXPECT_TRUE(out.in_views);
+  EXPECT_TRUE(out.in_views());
   EXPECT_TRUE(out.sparse.values.empty());
   sync::make_scheme("zen", {})->synchronize(*g_comm, g, out);
-  EXPECT_FALSE(out.in_views);
+  EXPECT_FALSE(out.in_views());
   EXPECT_EQ(out.sparse.values.size(), out.sparse.indices.size() * 4);
 }
 

@@ -174,7 +174,6 @@ void check_in_place_rows() {
   viewed.sparse.elements = result.sparse.elements;
   viewed.sparse.width = result.sparse.width;
   viewed.sparse.indices = result.sparse.indices;
-  viewed.in_views = true;
   const std::vector<std::size_t> place{2, 0, 3, 1};  // row k's values at place[k] · E
   std::vector<float> blocks(result.sparse.values.size());
   for (std::size_t k = 0; k < 4; ++k) {
@@ -294,14 +293,20 @@ TEST(FlatParams, ScatterRangeCopiesWholeParametersOnly) {
   EXPECT_THROW(flat.scatter_range(v, 6, 7), std::invalid_argument);  // cuts b
 }
 
+// Parameters a (2 × 3), b (2) and c (1) whose gradients are g = 1..9 in the flat view.
+struct ThreeGradients {
+  torch::Tensor a = torch::zeros({2, 3}).set_requires_grad(true);
+  torch::Tensor b = torch::zeros({2}).set_requires_grad(true);
+  torch::Tensor c = torch::zeros({1}).set_requires_grad(true);
+  FlatParams flat{{a, b, c}};
+  std::vector<float> g{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  ThreeGradients() { flat.scatter_grads(g, 1.0f); }
+};
+
 // One unit's gradients (DDP's overlapped sums): whole parameters only, the rest left alone.
 TEST(FlatParams, GatherGradsRangeTakesWholeParametersOnly) {
-  auto a = torch::zeros({2, 3}).set_requires_grad(true);
-  auto b = torch::zeros({2}).set_requires_grad(true);
-  auto c = torch::zeros({1}).set_requires_grad(true);
-  FlatParams flat({a, b, c});
-  std::vector<float> g{1, 2, 3, 4, 5, 6, 7, 8, 9};
-  flat.scatter_grads(g, 1.0f);
+  ThreeGradients t;
+  auto& [a, b, c, flat, g] = t;
   c.mutable_grad() = torch::Tensor();  // c has no gradient on this rank: zeros
   std::vector<float> buf(9, -1.0f);
   flat.gather_grads_range(buf, 6, 9);  // b and c
@@ -314,12 +319,8 @@ TEST(FlatParams, GatherGradsRangeTakesWholeParametersOnly) {
 // The copy into the flat buffer checks the gradients in the same pass: it names the first
 // parameter (list index) holding a NaN or an infinity, in any position, and still copies all.
 TEST(FlatParams, GatherGradsNamesTheFirstNonFiniteParameter) {
-  auto a = torch::zeros({2, 3}).set_requires_grad(true);
-  auto b = torch::zeros({2}).set_requires_grad(true);
-  auto c = torch::zeros({1}).set_requires_grad(true);
-  FlatParams flat({a, b, c});
-  std::vector<float> g{1, 2, 3, 4, 5, 6, 7, 8, 9};
-  flat.scatter_grads(g, 1.0f);
+  ThreeGradients t;
+  auto& [a, b, c, flat, g] = t;
   std::vector<float> buf(9, -1.0f);
   EXPECT_EQ(flat.gather_grads(buf), -1);
   EXPECT_EQ(buf, g);

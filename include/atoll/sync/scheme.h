@@ -67,13 +67,14 @@ struct SyncResult {
   // A sparse result of blocks left where the pull put them (SchemeOptions::row_views; Zen's
   // variants on a gradient of blocks): sparse.indices holds the blocks, sparse.values is empty and
   // views[k] points at block k's sparse.width values inside the scheme's buffers, valid until the
-  // scheme's next call. block() reads either form; to_dense() and checksum() take both.
-  bool in_views = false;
+  // scheme's next call (in_views(); an empty result needs neither). block() reads either form;
+  // to_dense() and checksum() take both.
   std::vector<const float*> views;
   SyncStats stats;
 
+  bool in_views() const { return !views.empty(); }
   const float* block(std::size_t k) const {
-    return in_views ? views[k] : sparse.values.data() + k * sparse.width;
+    return in_views() ? views[k] : sparse.values.data() + k * sparse.width;
   }
   std::vector<float> to_dense() const;
   std::uint64_t checksum() const;  // over non-zero (index, value) pairs: equal iff same sum
@@ -171,7 +172,6 @@ class SchemeBase : public SyncScheme {
     check_input(c, *this, g.check(), g.elements, g.value_count(), g.width);
     out.stats = {};
     out.sparse.width = 1;
-    out.in_views = false;
     out.views.clear();
     if (g.width > 1 && !takes_blocks()) {
       sparse::expand_blocks(g, expanded);
