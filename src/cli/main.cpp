@@ -553,7 +553,7 @@ int main(int argc, char** argv) {
     // Before MPI starts: name the launcher's rank so a user sees that every rank refused.
     const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
     std::cerr << fmt::format("atoll: error: rank {}: {}\n", r ? r : "0", e.what());
-    return e.get_exit_code();
+    return 2;  // a usage error, as the checks after MPI starts return (not CLI11's own codes)
   } catch (const std::exception& e) {  // e.g. an unknown preset
     std::cerr << fmt::format("atoll: error: {}\n", e.what());
     return 2;

@@ -53,6 +53,16 @@ expect_error() {
 expect_error density-2 "density must be in \[0, 1\]" bench sync --density 2
 expect_error elements-0 "elements must be positive" bench sync --elements 0
 expect_error unknown-scheme "unknown scheme 'nope'" bench sync --schemes zen,nope
+# A flag the parser does not know, or a value that is not a number: exit status 2 (a usage error,
+# as every check after the parser returns), not the parser library's own codes.
+for args in "train --stepz 3" "train --steps abc" "bench sync --elements 1e3x"; do
+  out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" $args 2>&1)
+  rc=$?
+  check_failed "parse-error '$args'" "error" "$rc" "$out"
+  if [ "$rc" -ne 2 ]; then
+    echo "FAIL parse-error '$args': exit status $rc, not 2"; failures=$((failures + 1))
+  fi
+done
 # A table recorded under Open MPI (record mode measures; only SMPI can charge from a table).
 if ! timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 1000 --repeat 1 \
   --cpu-cost-record "$tmp/costs.json" >/dev/null 2>&1 || [ ! -s "$tmp/costs.json" ]; then

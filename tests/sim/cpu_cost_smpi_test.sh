@@ -103,6 +103,23 @@ print(f"ok   train with a table: the same step times in two runs ({', '.join(f'{
       f"zen_rows.view at 1 ms per call charged {', '.join(f'{1e3*d:.3f}' for d in dec)} ms")
 PY
   fail "train with a table"
+# The warning names only what this run can charge: not auto.profile (no samples) when training
+# with zen, but zen_rows.* when the table has none of them.
+grep -q "no samples" "$tmp/train1.log" && { cat "$tmp/train1.log"; fail "a warning about operations zen does not use"; }
+python3 - "$tmp/costs.json" "$tmp/norows.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+for name, op in t["ops"].items():
+    if name.startswith("zen_rows."):
+        op["samples"] = [0] * len(op["samples"])
+json.dump(t, open(sys.argv[2], "w"))
+PY
+train --cpu-cost "$tmp/norows.json" --out "$tmp/train-norows" >"$tmp/train-norows.log" 2>&1 ||
+  { cat "$tmp/train-norows.log"; fail "train with a table without rows"; }
+grep -E "no samples of zen_rows.partition.*zen_rows.view: charged 0" "$tmp/train-norows.log" >/dev/null &&
+  ! grep -q "auto.profile" "$tmp/train-norows.log" ||
+  { cat "$tmp/train-norows.log"; fail "the warning for a table without rows"; }
+echo "ok   the warning names the run's operations without samples (zen_rows.*), not auto.profile"
 printf '{"format": "atoll-cpu-costs"}' >"$tmp/broken.json"
 out=$(train --cpu-cost "$tmp/broken.json" --out "$tmp/train-broken" 2>&1) && fail "a broken table trained"
 for rank in 0 1 2 3; do
