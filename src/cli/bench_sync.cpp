@@ -225,7 +225,7 @@ void set_cpu_charging(Communicator& comm, const BenchSyncOptions& o) {
     }
     charging->samples.resize(comm::cpu_ops().size());
   }
-  const auto zero = charging->table.unmeasured();
+  const auto zero = charging->table.unmeasured(resolve_schemes(o.schemes), o.row_width > 1);
   const bool table = charging->mode == CpuCharging::Mode::table;
   try {
     comm.set_cpu_charging(std::move(charging));

@@ -133,6 +133,22 @@ std::vector<std::string> CpuCostTable::unmeasured() const {
   return out;
 }
 
+std::vector<std::string> CpuCostTable::unmeasured(const std::vector<std::string>& schemes,
+                                                  bool rows) const {
+  auto out = unmeasured();
+  auto in = [](const std::vector<std::string>& v, std::string_view x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  if (in(schemes, "auto")) return out;
+  auto charged = schemes;
+  if (rows && (in(schemes, "zen") || in(schemes, "zen_coo") || in(schemes, "zen_ef")))
+    charged.emplace_back("zen_rows");
+  std::erase_if(out, [&](const std::string& op) {
+    return !in(charged, std::string_view(op).substr(0, op.find('.')));
+  });
+  return out;
+}
+
 namespace {
 
 double cost_field(const nlohmann::json& op, const std::string& file, const std::string& name,

@@ -141,24 +141,6 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
 }
 
 namespace {
-// The operations of `unmeasured` this run can charge: those of its schemes (the embedding's, the
-// compared ones; a Zen variant on the embedding's rows charges zen_rows.*), every one with auto.
-std::vector<std::string> chargeable(const TrainConfig& cfg, std::vector<std::string> unmeasured) {
-  std::vector<std::string> schemes = cfg.compare_schemes;
-  schemes.push_back(cfg.sync);
-  if (std::find(schemes.begin(), schemes.end(), "auto") != schemes.end()) return unmeasured;
-  for (const char* zen : {"zen", "zen_coo", "zen_ef"})
-    if (std::find(schemes.begin(), schemes.end(), zen) != schemes.end()) {
-      schemes.emplace_back("zen_rows");
-      break;
-    }
-  std::erase_if(unmeasured, [&](const std::string& op) {
-    const auto scheme = op.substr(0, op.find('.'));
-    return std::find(schemes.begin(), schemes.end(), scheme) == schemes.end();
-  });
-  return unmeasured;
-}
-
 // --cpu-cost: every rank loads the table and charges from it (before any sub-communicator is made:
 // they share the world's mode). A bad file fails every rank; rank 0 names the operations this run
 // can charge that the table has no samples of (charged 0).
@@ -173,7 +155,10 @@ void set_cpu_table(Communicator& comm, const TrainConfig& cfg) {
     problem = fmt::format("--cpu-cost {}: {}", file, e.what());
   }
   comm.agree(problem);
-  const auto zero = chargeable(cfg, charging->table.unmeasured());
+  // The embedding's gradient is rows; the compared schemes run too.
+  auto schemes = cfg.compare_schemes;
+  schemes.push_back(cfg.sync);
+  const auto zero = charging->table.unmeasured(schemes, true);
   comm.set_cpu_charging(std::move(charging));  // simulated: checked by check_config
   if (!zero.empty() && comm.rank() == 0) {
     fmt::print(stderr, "atoll: warning: {} has no samples of {}: charged 0\n", file,

@@ -112,6 +112,23 @@ TEST_F(CpuCostFile, SavesAndLoadsEveryOperation) {
   EXPECT_EQ(u.calibrations, std::vector<std::string>{"test run"});
 }
 
+TEST(CpuCostTable, NamesTheUnmeasuredOperationsARunCanCharge) {
+  CpuCostTable t;  // nothing measured
+  using V = std::vector<std::string>;
+  EXPECT_EQ(t.unmeasured({"sparcml"}, false),
+            (V{"sparcml.encode", "sparcml.decode", "sparcml.accumulate"}));
+  const auto zen = t.unmeasured({"zen"}, false);
+  EXPECT_EQ(zen.size(), 6u);
+  EXPECT_TRUE(std::all_of(zen.begin(), zen.end(), [](auto& op) { return op.starts_with("zen."); }));
+  // Rows: Zen's row path too; another scheme on rows charges only its own operations.
+  EXPECT_EQ(t.unmeasured({"zen"}, true).size(), 11u);
+  EXPECT_EQ(t.unmeasured({"zen_coo", "allreduce"}, true).size(), 12u);
+  EXPECT_EQ(t.unmeasured({"allreduce"}, true), V{"allreduce.densify"});
+  // auto may run any scheme.
+  EXPECT_EQ(t.unmeasured({"auto"}, false), t.unmeasured());
+  EXPECT_EQ(t.unmeasured({"zen", "auto"}, true), t.unmeasured());
+}
+
 TEST_F(CpuCostFile, RefusesWhatIsNotATable) {
   expect_refused(dir / "absent.json", "absent.json");
   expect_refused(write("text.json", "ns 1 2 3"), "not JSON");

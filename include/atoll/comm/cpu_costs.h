@@ -66,6 +66,10 @@ struct CpuCostTable {
   void merge(const std::vector<CpuCostSamples>& more, const std::string& calibration);
   // Operations charged at zero because no calibration run measured them.
   std::vector<std::string> unmeasured() const;
+  // Those of them a run of `schemes` can charge: each scheme's own ("zen.decode" for zen), Zen's
+  // row path (zen_rows.*) when `rows` and a Zen variant is among them; all of them with auto
+  // (it may run any scheme).
+  std::vector<std::string> unmeasured(const std::vector<std::string>& schemes, bool rows) const;
 
   // JSON {"format": "atoll-cpu-costs", "version": 1, "calibrations": [...], "ops": {name:
   // {"ns_per_call", "ns_per_item", "ns_per_byte", "samples": [10 sums]}}}. load() refuses, naming
