@@ -1,7 +1,7 @@
 // Zen's receiver side: the pull blocks of every server (bitmap or COO, per block) decoded into one
 // sorted gradient, over the whole index space or one chunk of it (flags bit 1; the chunk is the
-// `extra`-th of the balanced chunks; flags bit 2: decoded in 2-5 parts, one after another, as worker
-// threads would). Input: fuzz_input.h, counts in bytes, payload = blocks.
+// `extra`-th of the balanced chunks; flags bit 2: decoded in 2-5 parts, one after another, as
+// worker threads would). Input: fuzz_input.h, counts in bytes, payload = blocks.
 #include <vector>
 
 #include "atoll/sync/scheme.h"

@@ -4,11 +4,9 @@
 //   gloo_sparse — ProcessGroupGloo::allreduce on a torch sparse COO tensor (what
 //                 torch.distributed.all_reduce does for sparse gradients with the Gloo backend).
 // One process per rank, rendezvous through a c10d FileStore; scripts/testbed-gloo starts one per
-// testbed host. Output: bench sync's JSON lines (rank 0), with time_s the median over repeats of the
-// slowest rank, and `verified` when gloo_sparse equals gloo_dense and both equal the dense sum
+// testbed host. Output: bench sync's JSON lines (rank 0), with time_s the median over repeats of
+// the slowest rank, and `verified` when gloo_sparse equals gloo_dense and both equal the dense sum
 // computed here from every rank's regenerated gradient.
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -17,6 +15,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <vector>
 
 #pragma push_macro("exit")
@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
 
     // Every rank regenerates every rank's gradient: the reference sum and the characteristics.
     std::vector<atl::sparse::SparseGradient<std::uint64_t>> all;
-    for (int r = 0; r < world; ++r) all.push_back(atl::sparse::generate_gradient<std::uint64_t>(gen, r));
+    for (int r = 0; r < world; ++r)
+      all.push_back(atl::sparse::generate_gradient<std::uint64_t>(gen, r));
     const auto& mine = all[rank];
     const auto ch = atl::sparse::characterize<std::uint64_t>(all);
     std::vector<double> reference(gen.elements, 0.0), magnitude(gen.elements, 0.0);

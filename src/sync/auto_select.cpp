@@ -110,9 +110,8 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
                                       const SparseGradient<Index>& grad) {
     std::vector<std::uint8_t> refused;
     for (const auto& e : ranked) {
-      const auto need =
-          instance(state, e.scheme)
-              .dense_memory_bytes(grad.elements, comm.size(), grad.value_count());
+      const auto need = instance(state, e.scheme)
+                            .dense_memory_bytes(grad.elements, comm.size(), grad.value_count());
       refused.push_back(util::memory_problem(need, comm.ranks_on_node(), e.scheme) ? 1 : 0);
     }
     comm.allreduce<std::uint8_t>(refused, comm::ReduceOp::max);

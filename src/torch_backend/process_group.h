@@ -34,8 +34,9 @@ struct BackendStats {
   std::string chosen;  // the scheme that ran the last sparse call (auto: its pick)
   std::uint64_t sparse_calls = 0, dense_calls = 0;
   // The last sparse call: elements M, input blocks (rows) and their elements on this rank (Zen
-  // sends one index per row, the other schemes one per element), result elements; seconds in the scheme and in the tensor conversions around it (both
-  // max over ranks would need a collective: these are this rank's).
+  // sends one index per row, the other schemes one per element), result elements; seconds in the
+  // scheme and in the tensor conversions around it (both max over ranks would need a collective:
+  // these are this rank's).
   std::uint64_t elements = 0, blocks = 0, nnz = 0, result_nnz = 0;
   double sync_s = 0, convert_s = 0;
   std::uint64_t bytes_sent = 0, bytes_received = 0;

@@ -4,8 +4,8 @@ namespace atl::train {
 
 template <class Index>
 sparse::SparseGradient<Index> embedding_gradient(const torch::Tensor& weight,
-                                                 const torch::Tensor& rows_held,
-                                                 std::int64_t vocab, bool as_rows) {
+                                                 const torch::Tensor& rows_held, std::int64_t vocab,
+                                                 bool as_rows) {
   const bool compact = rows_held.defined();
   const auto V = compact ? vocab : weight.size(0), E = weight.size(1);
   sparse::SparseGradient<Index> g;

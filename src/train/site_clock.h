@@ -52,7 +52,7 @@ class SiteClock {
 
  private:
   std::vector<double> clocks_, speeds_;
-  std::vector<double> in_flight_;  // per site: the end of its overlapped exchange (< 0: none)
+  std::vector<double> in_flight_;    // per site: the end of its overlapped exchange (< 0: none)
   std::vector<double> local_share_;  // per site: its local steps per one of this site's
   std::size_t self_;
   double compute_s_;
