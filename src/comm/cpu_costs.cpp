@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,11 @@ CpuCost fit_cpu_cost(const CpuCostSamples& samples) {
   return CpuCost{1e9 * best[0], 1e9 * best[1], 1e9 * best[2]};
 }
 
+namespace {
+// Zen's variants: each has its own element operations, and all share the row path (zen_rows.*).
+constexpr std::array<const char*, 3> kZenVariants{"zen_coo", "zen", "zen_ef"};
+}  // namespace
+
 const std::vector<std::string>& cpu_ops() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v{"allreduce.densify",   "agsparse.encode",     "agsparse.check",
@@ -95,7 +101,7 @@ const std::vector<std::string>& cpu_ops() {
                                "sparcml.accumulate",  "omnireduce.encode",   "omnireduce.aggregate",
                                "omnireduce.decode",   "sparse_ps.partition", "sparse_ps.check_push",
                                "sparse_ps.aggregate", "sparse_ps.decode",    "auto.profile"};
-    for (const char* zen : {"zen_coo", "zen", "zen_ef"})
+    for (const char* zen : kZenVariants)
       for (const char* step : {"partition", "check_push", "aggregate", "plan", "encode", "decode"})
         v.push_back(fmt::format("{}.{}", zen, step));
     // Every Zen variant's row path; "view": the decode that leaves the values in place
@@ -141,7 +147,8 @@ std::vector<std::string> CpuCostTable::unmeasured(const std::vector<std::string>
   };
   if (in(schemes, "auto")) return out;
   auto charged = schemes;
-  if (rows && (in(schemes, "zen") || in(schemes, "zen_coo") || in(schemes, "zen_ef")))
+  if (rows && std::any_of(kZenVariants.begin(), kZenVariants.end(),
+                          [&](const char* zen) { return in(schemes, zen); }))
     charged.emplace_back("zen_rows");
   std::erase_if(out, [&](const std::string& op) {
     return !in(charged, std::string_view(op).substr(0, op.find('.')));

@@ -192,7 +192,8 @@ void write_checkpoint_files(Communicator& comm, const TrainConfig& cfg, Engine& 
   // What this rank's own file holds (nothing: no rank files).
   std::function<void(torch::serialize::OutputArchive&)> own;
   std::uint64_t own_file_step = step;
-  if (sites) {                 // across sites every site its model, optimizer and site state
+  // Across sites: every site its model, optimizer and site state.
+  if (sites) {
     own_file_step = own_step;  // aedit: this site's own step count
     own = [&](auto& ar) {
       engine.save(ar);

@@ -155,10 +155,11 @@ void set_cpu_table(Communicator& comm, const TrainConfig& cfg) {
     problem = fmt::format("--cpu-cost {}: {}", file, e.what());
   }
   comm.agree(problem);
-  // The embedding's gradient is rows; the compared schemes run too.
+  // The embedding's scheme and the compared ones, on the embedding's rows unless
+  // --embedding-rows false.
   auto schemes = cfg.compare_schemes;
   schemes.push_back(cfg.sync);
-  const auto zero = charging->table.unmeasured(schemes, true);
+  const auto zero = charging->table.unmeasured(schemes, cfg.embedding_rows);
   comm.set_cpu_charging(std::move(charging));  // simulated: checked by check_config
   if (!zero.empty() && comm.rank() == 0) {
     fmt::print(stderr, "atoll: warning: {} has no samples of {}: charged 0\n", file,
