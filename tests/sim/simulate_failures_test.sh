@@ -4,10 +4,13 @@
 # SMPI collective algorithm refuses the number of ranks, or the program prints nothing; 0 for a
 # good run.
 # Platforms: hosts from <host id=...> elements too; scripts/make-platform validates its arguments.
-# usage: simulate_failures_test.sh SIMULATE_FAILURES_SMPI (tests/sim/simulate_failures.cpp)
+# make-platform --crossbar (no backbone element) simulates the same times as the default backbone:
+# every scheme of `bench sync` (ATOLL_SMPI), communication only, at 5 ranks.
+# usage: simulate_failures_test.sh SIMULATE_FAILURES_SMPI (tests/sim/simulate_failures.cpp) ATOLL_SMPI
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 program=$1
+atoll_smpi=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -89,4 +92,34 @@ fi
 expect_simulate made-platform 0 "rank 1: result 42" "$tmp/p.xml" 2 -- ok
 "$root/scripts/make-platform" --shared-cores 2 p 4 1Gbps > "$tmp/shared.xml"  # "--" in a comment
 expect_simulate shared-cores-platform 0 "rank 3: result 42" "$tmp/shared.xml" 4 -- ok
+expect_platform_error unknown-option "unknown option '--fat'" --fat p 4 25Gbps
+
+# The crossbar and the backbone give the same simulated time to every scheme (computation not
+# charged, so the times are the network's alone and repeat exactly).
+sync_times() {  # PLATFORM_XML: "scheme time_s verified" per line
+  timeout 120 "$root/scripts/simulate" --binary "$atoll_smpi" \
+    --cfg smpi/simulate-computation:no "$1" 5 -- bench sync --elements 100003 --density 0.02 \
+    --zipf 1.1 --repeat 1 --verify --json 2> "$tmp/sync.err" |
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        row = json.loads(line)
+        print(row["scheme"], repr(row["time_s"]), row.get("verified"))'
+}
+"$root/scripts/make-platform" p 5 10Gbps > "$tmp/backbone.xml"
+"$root/scripts/make-platform" --crossbar p 5 10Gbps > "$tmp/crossbar.xml"
+if grep -q bb_bw "$tmp/crossbar.xml"; then fail "make-platform --crossbar wrote a backbone"; fi
+sync_times "$tmp/backbone.xml" > "$tmp/backbone.times"
+sync_times "$tmp/crossbar.xml" > "$tmp/crossbar.times"
+if [ "$(wc -l < "$tmp/backbone.times")" -lt 7 ]; then
+  fail "crossbar check: bench sync gave $(wc -l < "$tmp/backbone.times") schemes' times"
+  cat "$tmp/sync.err"
+elif ! paste "$tmp/backbone.times" "$tmp/crossbar.times" | awk '
+    $1 != $4 || $3 != "True" || $6 != "True" { exit 1 }
+    { d = $2 - $5; if (d < 0) d = -d; if (d > 1e-9 * $2) exit 1 }'; then
+  fail "crossbar check: the times differ (or a result was not verified)"
+  paste "$tmp/backbone.times" "$tmp/crossbar.times"
+else
+  echo "ok   crossbar and backbone: the same simulated times ($(wc -l < "$tmp/crossbar.times") schemes)"
+fi
 exit $((failures > 0))
