@@ -295,6 +295,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   for (const auto& name : names) {
     sync::SchemeOptions scheme_options;
     scheme_options.threads = o.threads;
+    scheme_options.zen_pull_chunks = o.zen_pull_chunks;
     scheme_options.row_views = o.row_views;
     auto scheme = sync::make_scheme(name, scheme_options);
     sync::SyncResult<Index> last;

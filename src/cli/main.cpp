@@ -176,6 +176,11 @@ int main(int argc, char** argv) {
                        "worker threads per rank for Zen's decode (default: the node's cores "
                        "shared by the ranks on it; 1 under simulation); at most the machine's "
                        "cores, and under simulation each simulated host is taken to have them");
+  sync_cmd
+      ->add_option("--pull-chunks", bench.zen_pull_chunks,
+                   "Zen's pull in at most this many pipelined chunks (default 8): each is one "
+                   "collective of n - 1 messages per rank")
+      ->check(CLI::Range(1, 64));
   sync_cmd->add_option("--cpu-cost-record", bench.cpu_cost_record,
                        "measure the schemes' computation per operation in the timed calls and "
                        "merge it into this cpu cost table (created if absent), refitted");

@@ -7,9 +7,9 @@
 //  4. pull: server j sends, to every rank, either a bitmap over 𝕀_j plus the non-zero values
 //     (|𝕀_j|/8 + 4·nnz_j bytes) or COO (8·nnz_j bytes), whichever is smaller; receivers decode
 //     into one sorted gradient with the shared layout. Bitmap bytes received per rank total
-//     ≈ M/8, independent of n. The pull is pipelined in up to kZenPullChunks byte-balanced
-//     chunks of the index space (one Iallgatherv each; the format is chosen per server per
-//     chunk), so that chunk p is decoded while chunk p+1 is on the wire.
+//     ≈ M/8, independent of n. The pull is pipelined in up to SchemeOptions::zen_pull_chunks
+//     byte-balanced chunks of the index space (one Iallgatherv each; the format is chosen per
+//     server per chunk), so that chunk p is decoded while chunk p+1 is on the wire.
 // Cost (Eq. 1): T_bp = (n-1)/n · (γ_n + 1) · d·M·8 / b, + 2(n-1)·α for the two exchanges; push and
 // pull imbalance ≤ 1 + Θ(sqrt(n log n / nnz)).
 #include "zen.h"
@@ -33,15 +33,12 @@
 namespace atl::sync {
 namespace {
 
-// Pull chunks (at most; fewer when a bucket alone outweighs a chunk): more overlap between the
-// transfer and the decode, against one more collective's latency each.
-constexpr std::uint32_t kZenPullChunks = 8;
-
 class ZenScheme final : public SchemeBase<ZenScheme> {
  public:
   ZenScheme(const SchemeOptions& o, std::string name, PullCoding coding)
       : seed_(o.hash_seed),
         threads_requested_(o.threads),
+        pull_chunks_(o.zen_pull_chunks),
         name_(std::move(name)),
         coding_(coding),
         op_partition_(comm::cpu_op_id(name_ + ".partition")),
@@ -50,6 +47,10 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         op_plan_(comm::cpu_op_id(name_ + ".plan")),
         op_encode_(comm::cpu_op_id(name_ + ".encode")),
         op_decode_(comm::cpu_op_id(name_ + ".decode")) {
+    if (pull_chunks_ < 1 || pull_chunks_ > 64) {
+      throw std::invalid_argument(
+          fmt::format("zen pull chunks must be 1 to 64 (got {})", pull_chunks_));
+    }
     if (o.zen_force_elias_fano)
       coding_ = PullCoding::elias_fano;
     else if (o.zen_force_elias_fano_complement)
@@ -146,7 +147,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     auto sender_coding = [&](std::uint32_t j) {
       return static_cast<PullCoding>(reported[j * (H + 1) + H]);
     };
-    const auto bounds = zen_balanced_chunks(layout_, sc.buckets, bucket_nnz, kZenPullChunks);
+    const auto bounds = zen_balanced_chunks(layout_, sc.buckets, bucket_nnz, pull_chunks_);
     const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
     std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
     std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
@@ -293,6 +294,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
 
   std::uint64_t seed_;
   unsigned threads_requested_;  // SchemeOptions::threads
+  std::uint32_t pull_chunks_;   // SchemeOptions::zen_pull_chunks (at most; fewer when a bucket
+                                // alone outweighs a chunk)
   unsigned threads_ = 0;        // resolved on the first call (comm::resolve_threads)
   std::string name_;
   PullCoding coding_;

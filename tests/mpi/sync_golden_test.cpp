@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "atoll/comm/communicator.h"
@@ -334,6 +335,22 @@ TEST(GoldenZenThreads, OneAndAllCores) {
     run_all_cases<std::uint32_t>("zen", options);
     run_all_cases<std::uint64_t>("zen", options);
     run_all_cases<std::uint32_t>("zen_ef", options);
+  }
+}
+
+// Zen's pull in one chunk, in three and in the most allowed (every case then has fewer buckets
+// than chunks somewhere), and an out-of-range count refused when the scheme is made.
+TEST(GoldenZenPullChunks, OneThreeAndSixtyFour) {
+  for (const std::uint32_t chunks : {1u, 3u, 64u}) {
+    sync::SchemeOptions options;
+    options.zen_pull_chunks = chunks;
+    run_all_cases<std::uint32_t>("zen", options);
+    run_all_cases<std::uint64_t>("zen_coo", options);
+  }
+  for (const std::uint32_t bad : {0u, 65u}) {
+    sync::SchemeOptions options;
+    options.zen_pull_chunks = bad;
+    EXPECT_THROW(sync::make_scheme("zen", options), std::invalid_argument) << bad;
   }
 }
 

@@ -43,6 +43,8 @@ struct BenchSyncOptions {
   // Worker threads per rank for the schemes that use them (Zen's decode); 0: the node's cores
   // shared by the ranks on it (1 under SMPI). At most this machine's cores.
   unsigned threads = 0;
+  // Zen's pull chunks at most (SchemeOptions::zen_pull_chunks).
+  std::uint32_t zen_pull_chunks = 8;
   // > 1: the gradient as rows of this many values (SparseGradient::width; an embedding's rows):
   // every block with a non-zero becomes a row, its other values explicit zeros. Zen's variants
   // carry rows (one index each), the other schemes elements. M must be a multiple.

@@ -126,6 +126,10 @@ struct SchemeOptions {
   // Worker threads per rank for Zen's pull decode (comm::resolve_threads: 0 is the node's cores
   // shared by its ranks, 1 under SMPI).
   unsigned threads = 0;
+  // Zen's pull is pipelined in at most this many chunks of the index space (1 to 64), each one
+  // collective of n - 1 messages per rank: more chunks overlap more of the decode with the
+  // transfer, fewer send fewer, larger messages.
+  std::uint32_t zen_pull_chunks = 8;
 };
 
 // The scheme names accepted by make_scheme, in presentation order (auto last).
