@@ -181,6 +181,9 @@ int main(int argc, char** argv) {
                    "Zen's pull in at most this many pipelined chunks (default 8): each is one "
                    "collective of n - 1 messages per rank")
       ->check(CLI::Range(1, 64));
+  sync_cmd->add_option("--pull-min-block", bench.zen_pull_min_block,
+                       "fewer pull chunks where a server's average block would be under this "
+                       "many bytes (default 32768; 0: always --pull-chunks)");
   sync_cmd->add_option("--cpu-cost-record", bench.cpu_cost_record,
                        "measure the schemes' computation per operation in the timed calls and "
                        "merge it into this cpu cost table (created if absent), refitted");

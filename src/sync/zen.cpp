@@ -39,6 +39,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       : seed_(o.hash_seed),
         threads_requested_(o.threads),
         pull_chunks_(o.zen_pull_chunks),
+        pull_min_block_(o.zen_pull_min_block),
         name_(std::move(name)),
         coding_(coding),
         op_partition_(comm::cpu_op_id(name_ + ".partition")),
@@ -147,7 +148,9 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     auto sender_coding = [&](std::uint32_t j) {
       return static_cast<PullCoding>(reported[j * (H + 1) + H]);
     };
-    const auto bounds = zen_balanced_chunks(layout_, sc.buckets, bucket_nnz, pull_chunks_);
+    const auto bounds = zen_balanced_chunks(
+        layout_, sc.buckets, bucket_nnz,
+        zen_pull_chunk_count(layout_, sc.buckets, bucket_nnz, pull_chunks_, pull_min_block_));
     const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
     std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
     std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
@@ -293,10 +296,11 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   }
 
   std::uint64_t seed_;
-  unsigned threads_requested_;  // SchemeOptions::threads
-  std::uint32_t pull_chunks_;   // SchemeOptions::zen_pull_chunks (at most; fewer when a bucket
-                                // alone outweighs a chunk)
-  unsigned threads_ = 0;        // resolved on the first call (comm::resolve_threads)
+  unsigned threads_requested_;    // SchemeOptions::threads
+  std::uint32_t pull_chunks_;     // SchemeOptions::zen_pull_chunks (at most; fewer when a bucket
+                                  // alone outweighs a chunk)
+  std::uint64_t pull_min_block_;  // SchemeOptions::zen_pull_min_block
+  unsigned threads_ = 0;          // resolved on the first call (comm::resolve_threads)
   std::string name_;
   PullCoding coding_;
   std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,

@@ -410,6 +410,26 @@ std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
   return bounds;
 }
 
+std::uint32_t zen_pull_chunk_count(const HashLayout& layout,
+                                   std::span<const std::uint64_t> bucket_bounds,
+                                   std::span<const std::uint64_t> bucket_nnz,
+                                   std::uint32_t max_chunks, std::uint64_t min_block_bytes) {
+  if (bucket_bounds.size() < 2 || max_chunks == 0 ||
+      bucket_nnz.size() != (bucket_bounds.size() - 1) * layout.servers()) {
+    throw std::invalid_argument(
+        fmt::format("zen_pull_chunk_count: {} bucket bounds, {} counts for {} servers, {} chunks",
+                    bucket_bounds.size(), bucket_nnz.size(), layout.servers(), max_chunks));
+  }
+  if (min_block_bytes == 0) return max_chunks;
+  // The weights of zen_balanced_chunks: 8 bytes of bitmap per granule, 4 per non-zero value.
+  double total = 8.0 * static_cast<double>(bucket_bounds.back() - bucket_bounds.front());
+  for (const std::uint64_t nnz : bucket_nnz) total += 4.0 * static_cast<double>(nnz);
+  const double fit =
+      total / (static_cast<double>(layout.servers()) * static_cast<double>(min_block_bytes));
+  if (fit < 1) return 1;
+  return fit >= max_chunks ? max_chunks : static_cast<std::uint32_t>(fit);
+}
+
 template <class Index>
 void zen_check_push(const HashLayout& layout, std::uint32_t server,
                     std::span<const sparse::Entry<Index>> received,

@@ -390,6 +390,31 @@ TEST(ZenPull, AggregateInPartsEqualsOnePart) {
   }
 }
 
+// The chunk count keeps the average block at least min_block bytes: 8 bytes of bitmap per granule
+// and 4 per non-zero, over servers x chunks blocks.
+TEST(ZenPull, ChunkCountFromTheAverageBlock) {
+  const std::uint64_t M = 64 * 4096;  // 4096 granules: 32 KiB of bitmap in all
+  const HashLayout layout(M, 4, 1);
+  const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+  const std::size_t H = buckets.size() - 1;
+  std::vector<std::uint64_t> nnz(4 * H, 0);
+  // Bitmap only: 32 KiB over 4 servers is 8 KiB per server in one chunk.
+  EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 8, 8192), 1u);
+  EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 8, 4096), 2u);
+  EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 8, 100000), 1u);  // never fewer than 1
+  EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 8, 1), 8u);       // never more than 8
+  EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 3, 0), 3u);       // 0: the most
+  // 24,576 non-zeros in all add 96 KiB: 128 KiB, 32 KiB per server, 3 chunks of >= 8 KiB blocks
+  // would leave 10.7 KiB each, 4 exactly 8 KiB, 5 too small.
+  for (std::size_t b = 0; b < H; ++b) nnz[b % 4 * H + b] = 24576 / H;
+  nnz[0] += 24576 % H;
+  EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 8, 8192), 4u);
+  EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 8, 8193), 3u);
+  EXPECT_THROW(zen_pull_chunk_count(layout, buckets, std::vector<std::uint64_t>(3), 8, 1),
+               std::invalid_argument);
+  EXPECT_THROW(zen_pull_chunk_count(layout, buckets, nnz, 0, 1), std::invalid_argument);
+}
+
 TEST(ZenPull, BalancedChunksOnDegenerateCounts) {
   const HashLayout layout(100000, 4, 1);
   const auto buckets = zen_granule_bounds(100000, zen_pull_buckets(100000));

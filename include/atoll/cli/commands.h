@@ -43,8 +43,10 @@ struct BenchSyncOptions {
   // Worker threads per rank for the schemes that use them (Zen's decode); 0: the node's cores
   // shared by the ranks on it (1 under SMPI). At most this machine's cores.
   unsigned threads = 0;
-  // Zen's pull chunks at most (SchemeOptions::zen_pull_chunks).
+  // Zen's pull chunks at most, and the smallest average block that adds one
+  // (SchemeOptions::zen_pull_chunks, zen_pull_min_block).
   std::uint32_t zen_pull_chunks = 8;
+  std::uint64_t zen_pull_min_block = 32768;
   // > 1: the gradient as rows of this many values (SparseGradient::width; an embedding's rows):
   // every block with a non-zero becomes a row, its other values explicit zeros. Zen's variants
   // carry rows (one index each), the other schemes elements. M must be a multiple.

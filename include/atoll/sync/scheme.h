@@ -128,8 +128,11 @@ struct SchemeOptions {
   unsigned threads = 0;
   // Zen's pull is pipelined in at most this many chunks of the index space (1 to 64), each one
   // collective of n - 1 messages per rank: more chunks overlap more of the decode with the
-  // transfer, fewer send fewer, larger messages.
+  // transfer, fewer send fewer, larger messages. Fewer chunks are taken where the average block
+  // (one server's part of a chunk) would be under zen_pull_min_block bytes (0: always the most;
+  // zen_pull_chunk_count).
   std::uint32_t zen_pull_chunks = 8;
+  std::uint64_t zen_pull_min_block = 32768;
 };
 
 // The scheme names accepted by make_scheme, in presentation order (auto last).

@@ -138,6 +138,15 @@ std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
                                                std::span<const std::uint64_t> bucket_bounds,
                                                std::span<const std::uint64_t> bucket_nnz,
                                                std::uint32_t chunks);
+// How many chunks the pull takes: as many as keep the average block (one server's part of one
+// chunk, by the weights zen_balanced_chunks balances) at least min_block_bytes, 1 to
+// max_chunks (max_chunks when min_block_bytes is 0). Every chunk is one collective of n - 1
+// messages per rank; at many ranks, eight chunks of small blocks cost more in per-message
+// overhead and per-block work than their overlap saves (docs/results/scale.md).
+std::uint32_t zen_pull_chunk_count(const HashLayout& layout,
+                                   std::span<const std::uint64_t> bucket_bounds,
+                                   std::span<const std::uint64_t> bucket_nnz,
+                                   std::uint32_t max_chunks, std::uint64_t min_block_bytes);
 // How a server codes the indices of its pull blocks; it announces this with its counts, so that
 // every receiver knows every block's format and size from the counts alone.
 enum class PullCoding : std::uint8_t {
