@@ -148,9 +148,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     auto sender_coding = [&](std::uint32_t j) {
       return static_cast<PullCoding>(reported[j * (H + 1) + H]);
     };
-    const auto bounds = zen_balanced_chunks(
-        layout_, sc.buckets, bucket_nnz,
-        zen_pull_chunk_count(layout_, sc.buckets, bucket_nnz, pull_chunks_, pull_min_block_));
+    const auto bounds =
+        zen_balanced_chunks(layout_, sc.buckets, bucket_nnz, pull_chunks_, pull_min_block_);
     const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
     std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
     std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));

@@ -375,27 +375,53 @@ std::size_t zen_pull_block_bytes(std::size_t slots, std::uint64_t nnz, std::size
   return kBlockHeader + zen_pull_key_bytes(slots, nnz, index_bytes, coding) + nnz * sizeof(float);
 }
 
-std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
-                                               std::span<const std::uint64_t> bucket_bounds,
-                                               std::span<const std::uint64_t> bucket_nnz,
-                                               std::uint32_t chunks) {
+namespace {
+
+// The pull's bytes per bucket as the chunking weighs them: 8 bytes of bitmap per granule, 4 per
+// non-zero value of every server; refuses counts that do not match the buckets and servers.
+std::vector<double> pull_bucket_weights(const HashLayout& layout,
+                                        std::span<const std::uint64_t> bucket_bounds,
+                                        std::span<const std::uint64_t> bucket_nnz,
+                                        std::uint32_t chunks, const char* caller) {
   if (bucket_bounds.size() < 2 || chunks == 0 ||
       bucket_nnz.size() != (bucket_bounds.size() - 1) * layout.servers()) {
     throw std::invalid_argument(
-        fmt::format("zen_balanced_chunks: {} bucket bounds, {} counts for {} servers, {} chunks",
+        fmt::format("{}: {} bucket bounds, {} counts for {} servers, {} chunks", caller,
                     bucket_bounds.size(), bucket_nnz.size(), layout.servers(), chunks));
   }
   const std::size_t H = bucket_bounds.size() - 1;
-  const std::uint32_t n = layout.servers();
-  // Weight of a bucket: its values plus the bitmap of its granules (8 bytes each), all servers.
   std::vector<double> weight(H);
-  double total = 0;
   for (std::size_t b = 0; b < H; ++b) {
     double w = 8.0 * static_cast<double>(bucket_bounds[b + 1] - bucket_bounds[b]);
-    for (std::uint32_t j = 0; j < n; ++j) w += 4.0 * static_cast<double>(bucket_nnz[j * H + b]);
+    for (std::uint32_t j = 0; j < layout.servers(); ++j)
+      w += 4.0 * static_cast<double>(bucket_nnz[j * H + b]);
     weight[b] = w;
-    total += w;
   }
+  return weight;
+}
+
+// As many chunks as keep total / (servers x chunks) >= min_block_bytes, 1 to max_chunks.
+std::uint32_t chunks_for(double total, std::uint32_t servers, std::uint32_t max_chunks,
+                         std::uint64_t min_block_bytes) {
+  if (min_block_bytes == 0) return max_chunks;
+  const double fit = total / (static_cast<double>(servers) * static_cast<double>(min_block_bytes));
+  if (fit < 1) return 1;
+  return fit >= max_chunks ? max_chunks : static_cast<std::uint32_t>(fit);
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
+                                               std::span<const std::uint64_t> bucket_bounds,
+                                               std::span<const std::uint64_t> bucket_nnz,
+                                               std::uint32_t max_chunks,
+                                               std::uint64_t min_block_bytes) {
+  const auto weight =
+      pull_bucket_weights(layout, bucket_bounds, bucket_nnz, max_chunks, "zen_balanced_chunks");
+  const std::size_t H = weight.size();
+  double total = 0;
+  for (const double w : weight) total += w;
+  const std::uint32_t chunks = chunks_for(total, layout.servers(), max_chunks, min_block_bytes);
   std::vector<std::uint64_t> bounds{bucket_bounds[0]};
   double acc = 0;
   std::uint32_t next = 1;
@@ -414,20 +440,11 @@ std::uint32_t zen_pull_chunk_count(const HashLayout& layout,
                                    std::span<const std::uint64_t> bucket_bounds,
                                    std::span<const std::uint64_t> bucket_nnz,
                                    std::uint32_t max_chunks, std::uint64_t min_block_bytes) {
-  if (bucket_bounds.size() < 2 || max_chunks == 0 ||
-      bucket_nnz.size() != (bucket_bounds.size() - 1) * layout.servers()) {
-    throw std::invalid_argument(
-        fmt::format("zen_pull_chunk_count: {} bucket bounds, {} counts for {} servers, {} chunks",
-                    bucket_bounds.size(), bucket_nnz.size(), layout.servers(), max_chunks));
-  }
-  if (min_block_bytes == 0) return max_chunks;
-  // The weights of zen_balanced_chunks: 8 bytes of bitmap per granule, 4 per non-zero value.
-  double total = 8.0 * static_cast<double>(bucket_bounds.back() - bucket_bounds.front());
-  for (const std::uint64_t nnz : bucket_nnz) total += 4.0 * static_cast<double>(nnz);
-  const double fit =
-      total / (static_cast<double>(layout.servers()) * static_cast<double>(min_block_bytes));
-  if (fit < 1) return 1;
-  return fit >= max_chunks ? max_chunks : static_cast<std::uint32_t>(fit);
+  const auto weight =
+      pull_bucket_weights(layout, bucket_bounds, bucket_nnz, max_chunks, "zen_pull_chunk_count");
+  double total = 0;
+  for (const double w : weight) total += w;
+  return chunks_for(total, layout.servers(), max_chunks, min_block_bytes);
 }
 
 template <class Index>

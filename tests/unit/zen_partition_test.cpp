@@ -410,6 +410,9 @@ TEST(ZenPull, ChunkCountFromTheAverageBlock) {
   nnz[0] += 24576 % H;
   EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 8, 8192), 4u);
   EXPECT_EQ(zen_pull_chunk_count(layout, buckets, nnz, 8, 8193), 3u);
+  // zen_balanced_chunks takes that many (the buckets here are about equal).
+  EXPECT_EQ(zen_balanced_chunks(layout, buckets, nnz, 8, 8192).size(), 5u);
+  EXPECT_EQ(zen_balanced_chunks(layout, buckets, nnz, 8, 0).size(), 9u);
   EXPECT_THROW(zen_pull_chunk_count(layout, buckets, std::vector<std::uint64_t>(3), 8, 1),
                std::invalid_argument);
   EXPECT_THROW(zen_pull_chunk_count(layout, buckets, nnz, 0, 1), std::invalid_argument);

@@ -132,17 +132,20 @@ BitmapBlock bitmap_encode(std::span<const float> slot_values);
 std::vector<std::uint64_t> zen_granule_bounds(std::uint64_t elements, std::uint32_t parts);
 // Buckets for balancing the pull: one per 64 granules, 1 to 256.
 std::uint32_t zen_pull_buckets(std::uint64_t elements);
-// Chunk bounds (a subset of bucket_bounds, first and last included, at most chunks + 1) with about
-// equal bytes per chunk. bucket_nnz[j·H + b]: server j's non-zero sums in bucket b.
+// Chunk bounds (a subset of bucket_bounds, first and last included, at most
+// zen_pull_chunk_count + 1) with about equal bytes per chunk. bucket_nnz[j·H + b]: server j's
+// non-zero sums in bucket b.
 std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
                                                std::span<const std::uint64_t> bucket_bounds,
                                                std::span<const std::uint64_t> bucket_nnz,
-                                               std::uint32_t chunks);
+                                               std::uint32_t max_chunks,
+                                               std::uint64_t min_block_bytes = 0);
 // How many chunks the pull takes: as many as keep the average block (one server's part of one
-// chunk, by the weights zen_balanced_chunks balances) at least min_block_bytes, 1 to
-// max_chunks (max_chunks when min_block_bytes is 0). Every chunk is one collective of n - 1
-// messages per rank; at many ranks, eight chunks of small blocks cost more in per-message
-// overhead and per-block work than their overlap saves (docs/results/scale.md).
+// chunk, by the weights zen_balanced_chunks balances: 8 bytes per granule, 4 per non-zero) at
+// least min_block_bytes, 1 to max_chunks (max_chunks when min_block_bytes is 0). Every chunk is
+// one collective of n - 1 messages per rank; at many ranks, eight chunks of small blocks cost
+// more in per-message overhead and per-block work than their overlap saves
+// (docs/results/scale.md).
 std::uint32_t zen_pull_chunk_count(const HashLayout& layout,
                                    std::span<const std::uint64_t> bucket_bounds,
                                    std::span<const std::uint64_t> bucket_nnz,
