@@ -102,7 +102,8 @@ const std::vector<std::string>& cpu_ops() {
                                "omnireduce.decode",   "sparse_ps.partition", "sparse_ps.check_push",
                                "sparse_ps.aggregate", "sparse_ps.decode",    "auto.profile"};
     for (const char* zen : kZenVariants)
-      for (const char* step : {"partition", "check_push", "aggregate", "plan", "encode", "decode"})
+      for (const char* step :
+           {"partition", "check_push", "aggregate", "plan", "encode", "decode", "push_merge"})
         v.push_back(fmt::format("{}.{}", zen, step));
     // Every Zen variant's row path; "view": the decode that leaves the values in place
     // (SchemeOptions::row_views).

@@ -2,7 +2,8 @@
 //  1. partition: each local non-zero goes to server zen_owner(idx) (same hash on every rank,
 //  applied
 //     to 64-index granules: see zen_partition.h);
-//  2. push: alltoall of counts, alltoallv of (index, value) entries;
+//  2. push: alltoall of counts, alltoallv of (index, value) entries (or in groups of ranks, summed
+//     within the group first: zen_push.h);
 //  3. aggregate: server j sums what it received over its own slots 𝕀_j (≈ M/n, never M);
 //  4. pull: server j sends, to every rank, either a bitmap over 𝕀_j plus the non-zero values
 //     (|𝕀_j|/8 + 4·nnz_j bytes) or COO (8·nnz_j bytes), whichever is smaller; receivers decode
@@ -28,6 +29,7 @@
 #include "atoll/util/fault_point.h"
 #include "common.h"
 #include "schemes.h"
+#include "zen_push.h"
 #include "zen_row_sync.h"
 
 namespace atl::sync {
@@ -47,7 +49,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         op_aggregate_(comm::cpu_op_id(name_ + ".aggregate")),
         op_plan_(comm::cpu_op_id(name_ + ".plan")),
         op_encode_(comm::cpu_op_id(name_ + ".encode")),
-        op_decode_(comm::cpu_op_id(name_ + ".decode")) {
+        op_decode_(comm::cpu_op_id(name_ + ".decode")),
+        push_(o.zen_push_group, comm::cpu_op_id(name_ + ".push_merge")) {
     if (pull_chunks_ < 1 || pull_chunks_ > 64) {
       throw std::invalid_argument(
           fmt::format("zen pull chunks must be 1 to 64 (got {})", pull_chunks_));
@@ -100,14 +103,11 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     std::vector<Entry<Index>>& received = sc.received;
     {
       PhaseScope phase(comm, out.stats, "push");
-      const auto recv_counts = comm.alltoall<std::size_t>(part.counts);
-      std::size_t total = 0;
-      for (auto c : recv_counts) total += c;
-      received.resize(total);
-      comm.alltoallv<Entry<Index>>(part.entries, part.counts, received, recv_counts);
+      std::vector<std::size_t>& recv_counts = sc.recv_counts;
+      push_.run<Index>(comm, part, received, recv_counts);
       comm::ChargedWork work(comm, op_check_push_, static_cast<double>(received.size()));
       zen_check_push<Index>(layout_, rank, received, recv_counts);
-      out.stats.push_load_bytes = (total - recv_counts[rank]) * sizeof(Entry<Index>);
+      out.stats.push_load_bytes = (received.size() - recv_counts[rank]) * sizeof(Entry<Index>);
     }
     // Aggregate: sums over this server's slots, non-zero counts per bucket of the index space.
     const std::uint64_t granules = (M + kZenGranule - 1) / kZenGranule;
@@ -281,7 +281,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   struct Scratch {
     HashPartition<Index> part;
     std::vector<Entry<Index>> received;
-    std::vector<std::uint64_t> buckets;  // bucket bounds in granules, for balancing the pull
+    std::vector<std::size_t> recv_counts;  // entries received from each rank
+    std::vector<std::uint64_t> buckets;    // bucket bounds in granules, for balancing the pull
     ZenServerSums<Index> sums;
     std::vector<std::uint8_t> block;  // this server's pull blocks, chunk after chunk
     std::vector<std::uint8_t> all;    // every server's blocks, chunk-major
@@ -304,6 +305,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   PullCoding coding_;
   std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,
       op_decode_;  // cpu_costs.h
+  ZenPush push_;
   HashLayout layout_;
   std::optional<ZenRowSync> rows_;  // gradients of blocks
   Scratch<std::uint32_t> scratch32_;

@@ -334,6 +334,12 @@ class Communicator {
   void agree(const std::optional<std::string>& local_error);
 
   const TrafficCounters& traffic() const { return traffic_; }
+  // Adds traffic this rank moved on a sub-communicator on this one's behalf (a scheme's exchange
+  // over its own split communicators), so that this one's counters report it.
+  void add_traffic(std::uint64_t bytes_sent, std::uint64_t bytes_received) {
+    traffic_.bytes_sent += bytes_sent;
+    traffic_.bytes_received += bytes_received;
+  }
 
  private:
   struct Impl;

@@ -1,0 +1,129 @@
+// Zen's push, flat or grouped (zen_push.h).
+#include "zen_push.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "atoll/comm/charged_work.h"
+
+namespace atl::sync {
+ZenPush::ZenPush(std::uint32_t group, std::size_t merge_op)
+    : requested_(group), merge_op_(merge_op) {}
+
+std::uint32_t ZenPush::resolve(Communicator& comm) {
+  if (group_ != 0) return group_;
+  const auto n = static_cast<std::uint32_t>(comm.size());
+  std::uint32_t g = requested_;
+  if (g == 0) {  // the node's ranks, where every node has as many and there are several nodes
+    const int least = comm.allreduce_value(comm.ranks_on_node(), comm::ReduceOp::min);
+    const int most = comm.allreduce_value(comm.ranks_on_node(), comm::ReduceOp::max);
+    g = least == most && static_cast<std::uint32_t>(least) < n ? static_cast<std::uint32_t>(least)
+                                                               : 1;
+  }
+  if (g > n || n % g != 0) {
+    throw std::invalid_argument(fmt::format(
+        "zen push group {} does not divide the {} ranks (a group is that many consecutive ranks; "
+        "1 pushes to every rank directly)",
+        g, n));
+  }
+  if (g > 1) {
+    const auto rank = static_cast<std::uint32_t>(comm.rank());
+    node_.emplace(comm.split(static_cast<int>(rank / g), static_cast<int>(rank % g)));
+    column_.emplace(comm.split(static_cast<int>(rank % g), static_cast<int>(rank / g)));
+  }
+  group_ = g;
+  return g;
+}
+
+template <class Index>
+void ZenPush::run(Communicator& comm, HashPartition<Index>& part,
+                  std::vector<Entry<Index>>& received, std::vector<std::size_t>& recv_counts) {
+  if (resolve(comm) > 1) return grouped(comm, part, received, recv_counts);
+  recv_counts = comm.alltoall<std::size_t>(part.counts);
+  std::size_t total = 0;
+  for (auto c : recv_counts) total += c;
+  received.resize(total);
+  comm.alltoallv<Entry<Index>>(part.entries, part.counts, received, recv_counts);
+}
+
+template <class Index>
+void ZenPush::grouped(Communicator& comm, HashPartition<Index>& part,
+                      std::vector<Entry<Index>>& received, std::vector<std::size_t>& recv_counts) {
+  const std::uint32_t n = static_cast<std::uint32_t>(comm.size()), G = group_, groups = n / G;
+  const std::uint32_t local = static_cast<std::uint32_t>(comm.rank()) % G;
+  const auto traffic_before = node_->traffic(), column_before = column_->traffic();
+  Buffers<Index>& b = buffers<Index>();
+  // 1. Within the group: to local peer p, the blocks for servers p, G + p, ... (in that order),
+  // with each block's count.
+  std::vector<std::size_t> offsets(n + 1, 0);
+  for (std::uint32_t s = 0; s < n; ++s) offsets[s + 1] = offsets[s] + part.counts[s];
+  b.sub_counts.resize(n);
+  std::vector<std::size_t> send_counts(G, 0);
+  {
+    comm::ChargedWork work(comm, merge_op_, static_cast<double>(part.entries.size()));
+    b.send.resize(part.entries.size());
+    auto* dst = b.send.data();
+    for (std::uint32_t p = 0; p < G; ++p)
+      for (std::uint32_t h = 0; h < groups; ++h) {
+        const std::uint32_t s = h * G + p;
+        b.sub_counts[p * groups + h] = part.counts[s];
+        send_counts[p] += part.counts[s];
+        dst = std::copy(part.entries.begin() + static_cast<std::ptrdiff_t>(offsets[s]),
+                        part.entries.begin() + static_cast<std::ptrdiff_t>(offsets[s + 1]), dst);
+      }
+  }
+  const std::vector<std::size_t> per_peer(G, groups);
+  b.recv_sub.resize(std::size_t{G} * groups);
+  node_->alltoallv<std::size_t>(b.sub_counts, per_peer, b.recv_sub, per_peer);
+  std::vector<std::size_t> recv_counts1(G, 0);
+  std::size_t total1 = 0;
+  for (std::uint32_t p = 0; p < G; ++p)
+    for (std::uint32_t h = 0; h < groups; ++h) recv_counts1[p] += b.recv_sub[p * groups + h];
+  for (auto c : recv_counts1) total1 += c;
+  b.gathered.resize(total1);
+  node_->alltoallv<Entry<Index>>(b.send, send_counts, b.gathered, recv_counts1);
+  // Sum, per server (h, local), the G peers' blocks.
+  std::vector<std::size_t> merged_counts(groups, 0);
+  {
+    comm::ChargedWork work(comm, merge_op_, static_cast<double>(total1));
+    std::vector<std::size_t> cursor(G, 0);  // each peer's next block in `gathered`
+    for (std::uint32_t p = 1; p < G; ++p) cursor[p] = cursor[p - 1] + recv_counts1[p - 1];
+    std::vector<std::span<const Entry<Index>>> runs(G);
+    b.merged.clear();
+    for (std::uint32_t h = 0; h < groups; ++h) {
+      for (std::uint32_t p = 0; p < G; ++p) {
+        const std::size_t c = b.recv_sub[p * groups + h];
+        runs[p] = std::span<const Entry<Index>>(b.gathered.data() + cursor[p], c);
+        cursor[p] += c;
+      }
+      const std::size_t before = b.merged.size();
+      zen_merge_sum<Index>(runs, b.merged, b.tmp);
+      merged_counts[h] = b.merged.size() - before;
+    }
+  }
+  // 2. Between groups: server (h, local) gets the sum of group `this` for it.
+  const auto counts2 = column_->alltoall<std::size_t>(merged_counts);
+  std::size_t total2 = 0;
+  for (auto c : counts2) total2 += c;
+  received.resize(total2);
+  column_->alltoallv<Entry<Index>>(b.merged, merged_counts, received, counts2);
+  recv_counts.assign(n, 0);
+  for (std::uint32_t h = 0; h < groups; ++h) recv_counts[h * G + local] = counts2[h];
+  const auto& t1 = node_->traffic();
+  const auto& t2 = column_->traffic();
+  comm.add_traffic(
+      t1.bytes_sent - traffic_before.bytes_sent + t2.bytes_sent - column_before.bytes_sent,
+      t1.bytes_received - traffic_before.bytes_received + t2.bytes_received -
+          column_before.bytes_received);
+}
+
+#define ATOLL_ZEN_PUSH_INSTANTIATE(I)                                                  \
+  template void ZenPush::run(Communicator&, HashPartition<I>&, std::vector<Entry<I>>&, \
+                             std::vector<std::size_t>&);
+ATOLL_ZEN_PUSH_INSTANTIATE(std::uint32_t)
+ATOLL_ZEN_PUSH_INSTANTIATE(std::uint64_t)
+#undef ATOLL_ZEN_PUSH_INSTANTIATE
+
+}  // namespace atl::sync
