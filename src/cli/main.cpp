@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
   sync_cmd->add_option("--pull-min-block", bench.zen_pull_min_block,
                        "fewer pull chunks where a server's average block would be under this "
                        "many bytes (default 32768; 0: always --pull-chunks)");
-  sync_cmd->add_option("--push-group", bench.zen_push_group,
+  sync_cmd->add_option("--zen-group", bench.zen_group,
                        "Zen's push in groups of G consecutive ranks: summed within the group "
                        "first, then sent between groups ((G - 1) + (n/G - 1) messages per rank "
                        "instead of n - 1); G must divide the ranks; 1: flat (default); 0: the "

@@ -2,8 +2,7 @@
 //  1. partition: each local non-zero goes to server zen_owner(idx) (same hash on every rank,
 //  applied
 //     to 64-index granules: see zen_partition.h);
-//  2. push: alltoall of counts, alltoallv of (index, value) entries (or in groups of ranks, summed
-//     within the group first: zen_push.h);
+//  2. push: alltoall of counts, alltoallv of (index, value) entries;
 //  3. aggregate: server j sums what it received over its own slots 𝕀_j (≈ M/n, never M);
 //  4. pull: server j sends, to every rank, either a bitmap over 𝕀_j plus the non-zero values
 //     (|𝕀_j|/8 + 4·nnz_j bytes) or COO (8·nnz_j bytes), whichever is smaller; receivers decode
@@ -11,6 +10,8 @@
 //     ≈ M/8, independent of n. The pull is pipelined in up to SchemeOptions::zen_pull_chunks
 //     byte-balanced chunks of the index space (one Iallgatherv each; the format is chosen per
 //     server per chunk), so that chunk p is decoded while chunk p+1 is on the wire.
+// With SchemeOptions::zen_group, push and pull go in two steps, between groups of ranks (a node's)
+// and within them (zen_groups.h).
 // Cost (Eq. 1): T_bp = (n-1)/n · (γ_n + 1) · d·M·8 / b, + 2(n-1)·α for the two exchanges; push and
 // pull imbalance ≤ 1 + Θ(sqrt(n log n / nnz)).
 #include "zen.h"
@@ -29,7 +30,7 @@
 #include "atoll/util/fault_point.h"
 #include "common.h"
 #include "schemes.h"
-#include "zen_push.h"
+#include "zen_groups.h"
 #include "zen_row_sync.h"
 
 namespace atl::sync {
@@ -50,7 +51,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         op_plan_(comm::cpu_op_id(name_ + ".plan")),
         op_encode_(comm::cpu_op_id(name_ + ".encode")),
         op_decode_(comm::cpu_op_id(name_ + ".decode")),
-        push_(o.zen_push_group, comm::cpu_op_id(name_ + ".push_merge")) {
+        groups_(o.zen_group, comm::cpu_op_id(name_ + ".push_merge")) {
     if (pull_chunks_ < 1 || pull_chunks_ > 64) {
       throw std::invalid_argument(
           fmt::format("zen pull chunks must be 1 to 64 (got {})", pull_chunks_));
@@ -104,7 +105,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     {
       PhaseScope phase(comm, out.stats, "push");
       std::vector<std::size_t>& recv_counts = sc.recv_counts;
-      push_.run<Index>(comm, part, received, recv_counts);
+      groups_.push<Index>(comm, part, received, recv_counts);
       comm::ChargedWork work(comm, op_check_push_, static_cast<double>(received.size()));
       zen_check_push<Index>(layout_, rank, received, recv_counts);
       out.stats.push_load_bytes = (received.size() - recv_counts[rank]) * sizeof(Entry<Index>);
@@ -188,7 +189,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     sc.block.clear();
     sc.block.reserve(my_bytes + 8 * sizeof(float));
     std::vector<std::size_t> block_begin(chunks + 1, 0);
-    std::vector<comm::Request> requests(chunks);
+    std::vector<ZenGroups::PullChunk> requests(chunks);
     std::uint64_t pull_load = 0;
     auto encode = [&](std::uint32_t p) {
       const double t0 = comm.wtime();
@@ -212,11 +213,12 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       encode_s += comm.wtime() - t0;
     };
     auto post = [&](std::uint32_t p) {
-      requests[p] = comm.iallgatherv<std::uint8_t>(
-          std::span<const std::uint8_t>(sc.block.data() + block_begin[p], counts[p][rank]),
+      groups_.post_pull(
+          comm, std::span<const std::uint8_t>(sc.block.data() + block_begin[p], counts[p][rank]),
           counts[p],
           std::span<std::uint8_t>(sc.all.data() + chunk_begin[p],
-                                  chunk_begin[p + 1] - chunk_begin[p]));
+                                  chunk_begin[p + 1] - chunk_begin[p]),
+          requests[p]);
     };
     out.dense_form = false;
     out.sparse.elements = M;
@@ -233,11 +235,11 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     post(0);
     for (std::uint32_t p = 0; p < chunks; ++p) {
       if (p + 1 < chunks) encode(p + 1);
-      comm.wait(requests[p]);
+      groups_.wait_pull(comm, requests[p]);
       if (p + 1 < chunks) post(p + 1);
       if (failure) continue;
       const std::function<void()> progress_next = [&, p] {
-        if (p + 1 < chunks) comm.progress(requests[p + 1]);
+        if (p + 1 < chunks) groups_.progress_pull(comm, requests[p + 1]);
       };
       const double t0 = comm.wtime();
       try {
@@ -252,7 +254,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
             std::span<const std::uint8_t>(sc.all.data() + chunk_begin[p],
                                           chunk_begin[p + 1] - chunk_begin[p]),
             counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos, total - pos,
-            progress_next, threads_, parallel);
+            progress_next, threads_, parallel, groups_.pull_order());
         work.set_size(static_cast<double>(pos - before), range_bytes);
       } catch (...) {
         failure = std::current_exception();
@@ -304,8 +306,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   std::string name_;
   PullCoding coding_;
   std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,
-      op_decode_;  // cpu_costs.h
-  ZenPush push_;
+      op_decode_;     // cpu_costs.h
+  ZenGroups groups_;  // the push and the pull's transport, flat or in groups of ranks
   HashLayout layout_;
   std::optional<ZenRowSync> rows_;  // gradients of blocks
   Scratch<std::uint32_t> scratch32_;

@@ -48,13 +48,15 @@ struct ChunkViews {
 
 ChunkViews parse_views(const HashLayout& layout, std::uint64_t granule_begin,
                        std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
-                       std::span<const std::size_t> counts, std::size_t index_bytes) {
+                       std::span<const std::size_t> counts, std::size_t index_bytes,
+                       std::span<const std::uint32_t> order) {
   const auto n = static_cast<std::uint32_t>(counts.size());
   ChunkViews c;
   c.views.resize(n);
   c.ef_words.resize(n);
   std::size_t at = 0;
-  for (std::uint32_t j = 0; j < n; ++j) {
+  for (std::uint32_t k = 0; k < n; ++k) {
+    const std::uint32_t j = order.empty() ? k : order[k];  // the server of the k-th block
     if (counts[j] < kBlockHeader || counts[j] > blocks.size() - at) throw malformed(j, "too short");
     View v{};
     v.format = blocks[at];
@@ -293,9 +295,18 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
                                   std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
                                   std::span<const std::size_t> counts, Index* oi, float* ov,
                                   std::size_t capacity, const std::function<void()>& progress,
-                                  unsigned parts, const ParallelTasks& parallel) {
+                                  unsigned parts, const ParallelTasks& parallel,
+                                  std::span<const std::uint32_t> order) {
   const auto n = static_cast<std::uint32_t>(counts.size());
   const std::uint64_t granules = (layout.elements() + kZenGranule - 1) / kZenGranule;
+  if (!order.empty()) {  // a permutation of the servers
+    std::vector<bool> seen(n, false);
+    for (const std::uint32_t j : order) {
+      if (order.size() != n || j >= n || seen[j])
+        throw std::logic_error("zen_decode_pull_chunk: block order is not a permutation");
+      seen[j] = true;
+    }
+  }
   if (n != layout.servers() || granule_begin > granule_end || granule_end > granules) {
     throw std::runtime_error(fmt::format(
         "zen: pull chunk of granules [{}, {}) with {} blocks; the layout has {} granules and {} "
@@ -303,7 +314,7 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
         granule_begin, granule_end, n, granules, layout.servers()));
   }
   const ChunkViews c =
-      parse_views(layout, granule_begin, granule_end, blocks, counts, sizeof(Index));
+      parse_views(layout, granule_begin, granule_end, blocks, counts, sizeof(Index), order);
   if (c.total > capacity)
     throw MalformedMessage("zen: pull blocks hold more entries than announced");
   const Walk w{layout, granule_begin, c.views, blocks.data() + blocks.size()};
@@ -358,7 +369,7 @@ void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blo
   template std::size_t zen_decode_pull_chunk(                                              \
       const HashLayout&, std::uint64_t, std::uint64_t, std::span<const std::uint8_t>,      \
       std::span<const std::size_t>, I*, float*, std::size_t, const std::function<void()>&, \
-      unsigned, const ParallelTasks&);                                                     \
+      unsigned, const ParallelTasks&, std::span<const std::uint32_t>);                     \
   template void zen_decode_pull(const HashLayout&, std::span<const std::uint8_t>,          \
                                 std::span<const std::size_t>, SparseGradient<I>&);
 ATOLL_ZEN_DECODE_INSTANTIATE(std::uint32_t)

@@ -1,4 +1,4 @@
-// The grouped push's sum of sorted blocks (zen_push.h): no communicator, so tests call it alone.
+// The grouped push's sum of sorted blocks (zen_groups.h): no communicator, so tests call it alone.
 #pragma once
 
 #include <span>

@@ -360,11 +360,11 @@ TEST(GoldenZenPullChunks, OneThreeAndSixtyFour) {
   }
 }
 
-// Zen's push in groups (zen_push.h): the smallest group size above 1 that divides the world
+// Zen's push and pull in groups (zen_groups.h): the smallest group size above 1 that divides the world
 // (two exchanges of several ranks each where the world has more than one group) and the whole
 // world as one group; "node" (0), which is flat here (one node); a group that does not divide the
 // world refused on every rank, naming it.
-TEST(GoldenZenPushGroups, SmallestDivisorWholeWorldAndRefused) {
+TEST(GoldenZenGroups, SmallestDivisorWholeWorldAndRefused) {
   Communicator& comm = *g_comm;
   const auto n = static_cast<std::uint32_t>(comm.size());
   std::vector<std::uint32_t> groups;
@@ -376,15 +376,15 @@ TEST(GoldenZenPushGroups, SmallestDivisorWholeWorldAndRefused) {
   if (n > 1 && groups.back() != n) groups.push_back(n);
   for (const std::uint32_t g : groups) {
     sync::SchemeOptions options;
-    options.zen_push_group = g;
+    options.zen_group = g;
     run_all_cases<std::uint32_t>("zen", options);
     if (g == groups.front()) run_all_cases<std::uint64_t>("zen_coo", options);
   }
   sync::SchemeOptions node;
-  node.zen_push_group = 0;
+  node.zen_group = 0;
   expect_exact_sum<std::uint32_t>(
-      "zen", "push group: node",
-      zipf_case<std::uint32_t>(10007, 0.05, sparse::ValueKind::integer, 31), true, node);
+      "zen", "group: node", zipf_case<std::uint32_t>(10007, 0.05, sparse::ValueKind::integer, 31),
+      true, node);
   std::uint32_t bad = n + 1;
   for (std::uint32_t g = 2; g < n; ++g)
     if (n % g != 0) {
@@ -392,7 +392,7 @@ TEST(GoldenZenPushGroups, SmallestDivisorWholeWorldAndRefused) {
       break;
     }
   sync::SchemeOptions refused;
-  refused.zen_push_group = bad;
+  refused.zen_group = bad;
   auto scheme = sync::make_scheme("zen", refused);
   sync::SyncResult<std::uint32_t> out;
   try {
@@ -400,9 +400,9 @@ TEST(GoldenZenPushGroups, SmallestDivisorWholeWorldAndRefused) {
                         zipf_case<std::uint32_t>(10007, 0.01, sparse::ValueKind::integer, 31)(
                             comm.rank(), comm.size()),
                         out);
-    ADD_FAILURE() << "push group " << bad << " accepted at " << n << " ranks";
+    ADD_FAILURE() << "group " << bad << " accepted at " << n << " ranks";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("push group " + std::to_string(bad)), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("zen group " + std::to_string(bad)), std::string::npos)
         << e.what();
   }
 }

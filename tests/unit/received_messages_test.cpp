@@ -33,7 +33,7 @@ std::uint32_t index_owned(const HashLayout& layout, std::uint32_t server, bool o
     if ((layout.owner_table()[x / kZenGranule] == server) == owned) return x;
 }
 
-TEST(ReceivedMessages, ZenPushRefusesForeignAndOutOfRangeIndices) {
+TEST(ReceivedMessages, ZenGroupsRefusesForeignAndOutOfRangeIndices) {
   const HashLayout layout(4096, 3, 7);
   const std::uint32_t mine = index_owned(layout, 1, true), theirs = index_owned(layout, 1, false);
   std::vector<E32> ok{{mine, 1.0f}, {mine, 2.0f}};

@@ -133,11 +133,11 @@ struct SchemeOptions {
   // zen_pull_chunk_count).
   std::uint32_t zen_pull_chunks = 8;
   std::uint64_t zen_pull_min_block = 32768;
-  // Zen's push in groups of this many consecutive ranks (zen_push.h): within the group first,
+  // Zen's push in groups of this many consecutive ranks (zen_groups.h): within the group first,
   // summed, then between groups; n - 1 messages per rank become (G - 1) + (n/G - 1). 1: flat (the
   // default); 0: the ranks per node where every node has as many and there are several nodes.
   // Must divide the number of ranks (std::invalid_argument on every rank otherwise).
-  std::uint32_t zen_push_group = 1;
+  std::uint32_t zen_group = 1;
 };
 
 // The scheme names accepted by make_scheme, in presentation order (auto last).

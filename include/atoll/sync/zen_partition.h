@@ -237,13 +237,17 @@ std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::u
 // task; empty: the tasks run one after another, here), after a first round of tasks that counts
 // every server's non-zeros per range; `progress` is not called then (the tasks may run on other
 // threads). The output is the same for every number of parts.
+//
+// `order`, if not empty, is the server of each block as they lie in `blocks` (a permutation of
+// 0..n-1; a grouped pull receives them column by column); counts stay indexed by server.
 inline constexpr std::size_t kZenDecodeSlack = 8;
 template <class Index>
 std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granule_begin,
                                   std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
                                   std::span<const std::size_t> counts, Index* oi, float* ov,
                                   std::size_t capacity, const std::function<void()>& progress = {},
-                                  unsigned parts = 1, const ParallelTasks& parallel = {});
+                                  unsigned parts = 1, const ParallelTasks& parallel = {},
+                                  std::span<const std::uint32_t> order = {});
 // All of [0, M) (one-chunk blocks) into one gradient sorted by index.
 template <class Index>
 void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,

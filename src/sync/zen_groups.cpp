@@ -1,5 +1,5 @@
-// Zen's push, flat or grouped (zen_push.h).
-#include "zen_push.h"
+// Zen's push and pull transport, flat or in groups of ranks (zen_groups.h).
+#include "zen_groups.h"
 
 #include <fmt/format.h>
 
@@ -9,10 +9,10 @@
 #include "atoll/comm/charged_work.h"
 
 namespace atl::sync {
-ZenPush::ZenPush(std::uint32_t group, std::size_t merge_op)
+ZenGroups::ZenGroups(std::uint32_t group, std::size_t merge_op)
     : requested_(group), merge_op_(merge_op) {}
 
-std::uint32_t ZenPush::resolve(Communicator& comm) {
+std::uint32_t ZenGroups::resolve(Communicator& comm) {
   if (group_ != 0) return group_;
   const auto n = static_cast<std::uint32_t>(comm.size());
   std::uint32_t g = requested_;
@@ -24,7 +24,7 @@ std::uint32_t ZenPush::resolve(Communicator& comm) {
   }
   if (g > n || n % g != 0) {
     throw std::invalid_argument(fmt::format(
-        "zen push group {} does not divide the {} ranks (a group is that many consecutive ranks; "
+        "zen group {} does not divide the {} ranks (a group is that many consecutive ranks; "
         "1 pushes to every rank directly)",
         g, n));
   }
@@ -32,15 +32,17 @@ std::uint32_t ZenPush::resolve(Communicator& comm) {
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     node_.emplace(comm.split(static_cast<int>(rank / g), static_cast<int>(rank % g)));
     column_.emplace(comm.split(static_cast<int>(rank % g), static_cast<int>(rank / g)));
+    for (std::uint32_t l = 0; l < g; ++l)  // the pull's blocks: column by column
+      for (std::uint32_t h = 0; h < n / g; ++h) order_.push_back(h * g + l);
   }
   group_ = g;
   return g;
 }
 
 template <class Index>
-void ZenPush::run(Communicator& comm, HashPartition<Index>& part,
-                  std::vector<Entry<Index>>& received, std::vector<std::size_t>& recv_counts) {
-  if (resolve(comm) > 1) return grouped(comm, part, received, recv_counts);
+void ZenGroups::push(Communicator& comm, HashPartition<Index>& part,
+                     std::vector<Entry<Index>>& received, std::vector<std::size_t>& recv_counts) {
+  if (resolve(comm) > 1) return grouped_push(comm, part, received, recv_counts);
   recv_counts = comm.alltoall<std::size_t>(part.counts);
   std::size_t total = 0;
   for (auto c : recv_counts) total += c;
@@ -49,11 +51,11 @@ void ZenPush::run(Communicator& comm, HashPartition<Index>& part,
 }
 
 template <class Index>
-void ZenPush::grouped(Communicator& comm, HashPartition<Index>& part,
-                      std::vector<Entry<Index>>& received, std::vector<std::size_t>& recv_counts) {
+void ZenGroups::grouped_push(Communicator& comm, HashPartition<Index>& part,
+                             std::vector<Entry<Index>>& received,
+                             std::vector<std::size_t>& recv_counts) {
   const std::uint32_t n = static_cast<std::uint32_t>(comm.size()), G = group_, groups = n / G;
   const std::uint32_t local = static_cast<std::uint32_t>(comm.rank()) % G;
-  const auto traffic_before = node_->traffic(), column_before = column_->traffic();
   Buffers<Index>& b = buffers<Index>();
   // 1. Within the group: to local peer p, the blocks for servers p, G + p, ... (in that order),
   // with each block's count.
@@ -111,17 +113,61 @@ void ZenPush::grouped(Communicator& comm, HashPartition<Index>& part,
   column_->alltoallv<Entry<Index>>(b.merged, merged_counts, received, counts2);
   recv_counts.assign(n, 0);
   for (std::uint32_t h = 0; h < groups; ++h) recv_counts[h * G + local] = counts2[h];
-  const auto& t1 = node_->traffic();
-  const auto& t2 = column_->traffic();
-  comm.add_traffic(
-      t1.bytes_sent - traffic_before.bytes_sent + t2.bytes_sent - column_before.bytes_sent,
-      t1.bytes_received - traffic_before.bytes_received + t2.bytes_received -
-          column_before.bytes_received);
+  report_traffic(comm);
 }
 
-#define ATOLL_ZEN_PUSH_INSTANTIATE(I)                                                  \
-  template void ZenPush::run(Communicator&, HashPartition<I>&, std::vector<Entry<I>>&, \
-                             std::vector<std::size_t>&);
+void ZenGroups::report_traffic(Communicator& comm) {
+  const auto& a = node_->traffic();
+  const auto& b = column_->traffic();
+  const comm::TrafficCounters now{a.bytes_sent + b.bytes_sent, a.bytes_received + b.bytes_received};
+  comm.add_traffic(now.bytes_sent - reported_.bytes_sent,
+                   now.bytes_received - reported_.bytes_received);
+  reported_ = now;
+}
+
+void ZenGroups::post_pull(Communicator& comm, std::span<const std::uint8_t> mine,
+                          std::span<const std::size_t> counts, std::span<std::uint8_t> recv,
+                          PullChunk& chunk) {
+  chunk.recv = recv;
+  if (resolve(comm) == 1) {
+    chunk.request = comm.iallgatherv<std::uint8_t>(mine, counts, recv);
+    return;
+  }
+  const std::uint32_t n = static_cast<std::uint32_t>(comm.size()), G = group_, groups = n / G;
+  const std::uint32_t local = static_cast<std::uint32_t>(comm.rank()) % G;
+  // step_counts: [0, groups) the column's blocks (servers (h, local)), [groups, groups + G) what
+  // each rank of the group contributes in the second step (its column's blocks).
+  chunk.step_counts.assign(groups + G, 0);
+  std::size_t staged = 0;
+  for (std::uint32_t h = 0; h < groups; ++h) {
+    chunk.step_counts[h] = counts[h * G + local];
+    staged += chunk.step_counts[h];
+  }
+  for (std::uint32_t j = 0; j < n; ++j) chunk.step_counts[groups + j % G] += counts[j];
+  chunk.staged.resize(staged);
+  chunk.request = column_->iallgatherv<std::uint8_t>(
+      mine, std::span<const std::size_t>(chunk.step_counts.data(), groups), chunk.staged);
+}
+
+void ZenGroups::wait_pull(Communicator& comm, PullChunk& chunk) {
+  if (resolve(comm) == 1) return comm.wait(chunk.request);
+  const std::uint32_t groups = static_cast<std::uint32_t>(comm.size()) / group_;
+  column_->wait(chunk.request);
+  chunk.request = node_->iallgatherv<std::uint8_t>(
+      chunk.staged, std::span<const std::size_t>(chunk.step_counts.data() + groups, group_),
+      chunk.recv);
+  node_->wait(chunk.request);
+  report_traffic(comm);
+}
+
+void ZenGroups::progress_pull(Communicator& comm, PullChunk& chunk) {
+  if (resolve(comm) == 1) return comm.progress(chunk.request);
+  column_->progress(chunk.request);
+}
+
+#define ATOLL_ZEN_PUSH_INSTANTIATE(I)                                                     \
+  template void ZenGroups::push(Communicator&, HashPartition<I>&, std::vector<Entry<I>>&, \
+                                std::vector<std::size_t>&);
 ATOLL_ZEN_PUSH_INSTANTIATE(std::uint32_t)
 ATOLL_ZEN_PUSH_INSTANTIATE(std::uint64_t)
 #undef ATOLL_ZEN_PUSH_INSTANTIATE
