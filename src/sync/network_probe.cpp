@@ -8,8 +8,11 @@ namespace atl::sync {
 
 cost::Network probe_network(comm::Communicator& comm) {
   cost::Network net;
-  const int partner = comm.rank() ^ 1;
-  const bool paired = partner < comm.size();
+  // Rank r with r + n/2: ranks far apart, so on nodes of consecutive ranks a pair spans two nodes
+  // (r XOR 1 measured the node's shared memory there); with n odd the last rank sits out.
+  const int half = comm.size() / 2, r = comm.rank();
+  const int partner = r < half ? r + half : r - half;
+  const bool paired = r < 2 * half;
   auto time_exchange = [&](std::size_t bytes) {
     std::vector<std::uint8_t> send(bytes, 1), recv(bytes);
     double best = 1e30;

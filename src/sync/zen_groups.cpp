@@ -117,9 +117,7 @@ void ZenGroups::grouped_push(Communicator& comm, HashPartition<Index>& part,
 }
 
 void ZenGroups::report_traffic(Communicator& comm) {
-  const auto& a = node_->traffic();
-  const auto& b = column_->traffic();
-  const comm::TrafficCounters now{a.bytes_sent + b.bytes_sent, a.bytes_received + b.bytes_received};
+  const comm::TrafficCounters now = column_->traffic();
   comm.add_traffic(now.bytes_sent - reported_.bytes_sent,
                    now.bytes_received - reported_.bytes_received);
   reported_ = now;

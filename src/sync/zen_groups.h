@@ -46,7 +46,7 @@ class ZenGroups {
   // Sends `part` (layout.servers() == comm.size()) and fills `received` with what this server
   // gets, `recv_counts[r]` entries from rank r (zero for the ranks that sent nothing; the grouped
   // push's blocks come from one rank per group). Every received index is this server's, checked
-  // by the caller. The grouped push's traffic on its sub-communicators is added to comm's.
+  // by the caller. The grouped exchanges add their traffic between groups to comm's counters.
   // A group that does not divide n: std::invalid_argument on every rank, before any message.
   template <class Index>
   void push(Communicator& comm, HashPartition<Index>& part, std::vector<Entry<Index>>& received,
@@ -91,7 +91,8 @@ class ZenGroups {
       return buffers64_;
   }
 
-  // Adds the sub-communicators' traffic since the last call to comm's counters.
+  // Adds the traffic between groups (column_'s) since the last call to comm's counters; the bytes
+  // within a group are not counted (a node's shared memory, not its network).
   void report_traffic(Communicator& comm);
 
   std::uint32_t requested_;
@@ -99,7 +100,7 @@ class ZenGroups {
   std::uint32_t group_ = 0;                    // resolved on the first call
   std::optional<Communicator> node_, column_;  // the group, and the ranks of this local index
   std::vector<std::uint32_t> order_;           // pull_order()
-  comm::TrafficCounters reported_;             // node_'s and column_'s, summed, at the last report
+  comm::TrafficCounters reported_;             // column_'s at the last report
   Buffers<std::uint32_t> buffers32_;           // reused between calls
   Buffers<std::uint64_t> buffers64_;
 };
