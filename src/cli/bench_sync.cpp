@@ -298,6 +298,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     scheme_options.zen_pull_chunks = o.zen_pull_chunks;
     scheme_options.zen_pull_min_block = o.zen_pull_min_block;
     scheme_options.zen_group = o.zen_group;
+    scheme_options.zen_group_push = o.zen_group_push;
     scheme_options.row_views = o.row_views;
     auto scheme = sync::make_scheme(name, scheme_options);
     sync::SyncResult<Index> last;

@@ -185,10 +185,15 @@ int main(int argc, char** argv) {
                        "fewer pull chunks where a server's average block would be under this "
                        "many bytes (default 32768; 0: always --pull-chunks)");
   sync_cmd->add_option("--zen-group", bench.zen_group,
-                       "Zen's push in groups of G consecutive ranks: summed within the group "
-                       "first, then sent between groups ((G - 1) + (n/G - 1) messages per rank "
-                       "instead of n - 1); G must divide the ranks; 1: flat (default); 0: the "
-                       "ranks per node");
+                       "Zen's push and pull in two steps, between groups of G consecutive ranks "
+                       "(a node's) and within them: (G - 1) + (n/G - 1) messages per rank "
+                       "instead of n - 1, the push summed within the group, each pulled block "
+                       "taken off the network once per group; G must divide the ranks; 1: flat "
+                       "(default); 0: the ranks per node");
+  sync_cmd->add_flag_callback(
+      "--zen-group-pull-only", [&bench] { bench.zen_group_push = false; },
+      "with --zen-group: the pull alone in two steps, the push flat (one exchange with every "
+      "rank)");
   sync_cmd->add_option("--cpu-cost-record", bench.cpu_cost_record,
                        "measure the schemes' computation per operation in the timed calls and "
                        "merge it into this cpu cost table (created if absent), refitted");

@@ -51,7 +51,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         op_plan_(comm::cpu_op_id(name_ + ".plan")),
         op_encode_(comm::cpu_op_id(name_ + ".encode")),
         op_decode_(comm::cpu_op_id(name_ + ".decode")),
-        groups_(o.zen_group, comm::cpu_op_id(name_ + ".push_merge")) {
+        groups_(o.zen_group, o.zen_group_push, comm::cpu_op_id(name_ + ".push_merge")) {
     if (pull_chunks_ < 1 || pull_chunks_ > 64) {
       throw std::invalid_argument(
           fmt::format("zen pull chunks must be 1 to 64 (got {})", pull_chunks_));

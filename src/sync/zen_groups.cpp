@@ -9,8 +9,8 @@
 #include "atoll/comm/charged_work.h"
 
 namespace atl::sync {
-ZenGroups::ZenGroups(std::uint32_t group, std::size_t merge_op)
-    : requested_(group), merge_op_(merge_op) {}
+ZenGroups::ZenGroups(std::uint32_t group, bool group_push, std::size_t merge_op)
+    : requested_(group), group_push_(group_push), merge_op_(merge_op) {}
 
 std::uint32_t ZenGroups::resolve(Communicator& comm) {
   if (group_ != 0) return group_;
@@ -42,7 +42,7 @@ std::uint32_t ZenGroups::resolve(Communicator& comm) {
 template <class Index>
 void ZenGroups::push(Communicator& comm, HashPartition<Index>& part,
                      std::vector<Entry<Index>>& received, std::vector<std::size_t>& recv_counts) {
-  if (resolve(comm) > 1) return grouped_push(comm, part, received, recv_counts);
+  if (resolve(comm) > 1 && group_push_) return grouped_push(comm, part, received, recv_counts);
   recv_counts = comm.alltoall<std::size_t>(part.counts);
   std::size_t total = 0;
   for (auto c : recv_counts) total += c;

@@ -40,8 +40,9 @@ class ZenGroups {
  public:
   // group: ranks per group (1: flat; 0: the ranks per node when every node has as many and there
   // is more than one node, flat otherwise). merge_op: the cpu cost operation charged for the
-  // grouped push's reorder and merge (cpu_costs.h).
-  ZenGroups(std::uint32_t group, std::size_t merge_op);
+  // grouped push's reorder and merge (cpu_costs.h). group_push: false keeps the push flat when
+  // grouped (the pull alone in two steps).
+  ZenGroups(std::uint32_t group, bool group_push, std::size_t merge_op);
 
   // Sends `part` (layout.servers() == comm.size()) and fills `received` with what this server
   // gets, `recv_counts[r]` entries from rank r (zero for the ranks that sent nothing; the grouped
@@ -96,6 +97,7 @@ class ZenGroups {
   void report_traffic(Communicator& comm);
 
   std::uint32_t requested_;
+  bool group_push_;
   std::size_t merge_op_;
   std::uint32_t group_ = 0;                    // resolved on the first call
   std::optional<Communicator> node_, column_;  // the group, and the ranks of this local index

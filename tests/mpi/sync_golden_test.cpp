@@ -360,10 +360,10 @@ TEST(GoldenZenPullChunks, OneThreeAndSixtyFour) {
   }
 }
 
-// Zen's push and pull in groups (zen_groups.h): the smallest group size above 1 that divides the world
-// (two exchanges of several ranks each where the world has more than one group) and the whole
-// world as one group; "node" (0), which is flat here (one node); a group that does not divide the
-// world refused on every rank, naming it.
+// Zen's push and pull in groups (zen_groups.h): the smallest group size above 1 that divides the
+// world (two exchanges of several ranks each where the world has more than one group; also with the
+// pull alone grouped) and the whole world as one group; "node" (0), which is flat here (one node);
+// a group that does not divide the world refused on every rank, naming it.
 TEST(GoldenZenGroups, SmallestDivisorWholeWorldAndRefused) {
   Communicator& comm = *g_comm;
   const auto n = static_cast<std::uint32_t>(comm.size());
@@ -378,7 +378,11 @@ TEST(GoldenZenGroups, SmallestDivisorWholeWorldAndRefused) {
     sync::SchemeOptions options;
     options.zen_group = g;
     run_all_cases<std::uint32_t>("zen", options);
-    if (g == groups.front()) run_all_cases<std::uint64_t>("zen_coo", options);
+    if (g == groups.front()) {
+      run_all_cases<std::uint64_t>("zen_coo", options);
+      options.zen_group_push = false;  // the pull alone in two steps
+      run_all_cases<std::uint32_t>("zen", options);
+    }
   }
   sync::SchemeOptions node;
   node.zen_group = 0;

@@ -6,6 +6,9 @@
 # Platforms: hosts from <host id=...> elements too; scripts/make-platform validates its arguments.
 # make-platform --crossbar (no backbone element) simulates the same times as the default backbone:
 # every scheme of `bench sync` (ATOLL_SMPI), communication only, at 5 ranks.
+# Nodes of several ranks (make-platform --node-cores, simulate --ranks-per-host): ranks that do not
+# fit are refused; Zen in groups of a node's ranks (--zen-group) is exact and moves fewer bytes
+# between nodes than flat Zen.
 # usage: simulate_failures_test.sh SIMULATE_FAILURES_SMPI (tests/sim/simulate_failures.cpp) ATOLL_SMPI
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -121,5 +124,33 @@ elif ! paste "$tmp/backbone.times" "$tmp/crossbar.times" | awk '
   paste "$tmp/backbone.times" "$tmp/crossbar.times"
 else
   echo "ok   crossbar and backbone: the same simulated times ($(wc -l < "$tmp/crossbar.times") schemes)"
+fi
+
+"$root/scripts/make-platform" --crossbar --node-cores 2 nodes 3 10Gbps > "$tmp/nodes.xml"
+grep -q 'core="2"' "$tmp/nodes.xml" || fail "make-platform --node-cores 2 wrote no core=\"2\""
+expect_simulate nodes-fit 0 "rank 5: result 42" --ranks-per-host 2 "$tmp/nodes.xml" 6 -- ok
+expect_simulate nodes-too-many nonzero "7 ranks do not fit.*2 rank\(s\) per host" \
+  --ranks-per-host 2 "$tmp/nodes.xml" 7 -- ok
+expect_platform_error node-cores-not-a-number "node-cores needs a positive integer" \
+  --node-cores x p 4 25Gbps
+zen_nodes() {  # ZEN_GROUP: "time_s bytes_sent_max verified"
+  timeout 120 "$root/scripts/simulate" --binary "$atoll_smpi" --cfg smpi/simulate-computation:no \
+    --ranks-per-host 2 "$tmp/nodes.xml" 6 -- bench sync --schemes zen --elements 1000003 \
+    --density 0.02 --zipf 1.1 --repeat 1 --verify --json --zen-group "$1" 2> "$tmp/sync.err" |
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        row = json.loads(line)
+        print(repr(row["time_s"]), row["bytes_sent_max"], row.get("verified"))'
+}
+read -r flat_t flat_b flat_ok < <(zen_nodes 1)
+read -r grouped_t grouped_b grouped_ok < <(zen_nodes 2)
+if [ "${flat_ok:-}" != True ] || [ "${grouped_ok:-}" != True ]; then
+  fail "zen on nodes: not verified (flat '${flat_ok:-}', grouped '${grouped_ok:-}')"
+  cat "$tmp/sync.err"
+elif ! [ "$grouped_b" -lt "$flat_b" ]; then
+  fail "zen on nodes: grouped sent $grouped_b bytes between nodes, flat $flat_b"
+else
+  echo "ok   zen on 3 nodes of 2 ranks: exact flat and grouped; bytes sent $flat_b -> $grouped_b, time $flat_t -> $grouped_t s"
 fi
 exit $((failures > 0))

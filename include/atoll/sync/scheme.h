@@ -133,11 +133,15 @@ struct SchemeOptions {
   // zen_pull_chunk_count).
   std::uint32_t zen_pull_chunks = 8;
   std::uint64_t zen_pull_min_block = 32768;
-  // Zen's push in groups of this many consecutive ranks (zen_groups.h): within the group first,
-  // summed, then between groups; n - 1 messages per rank become (G - 1) + (n/G - 1). 1: flat (the
-  // default); 0: the ranks per node where every node has as many and there are several nodes.
-  // Must divide the number of ranks (std::invalid_argument on every rank otherwise).
+  // Zen's push and pull in two steps, between groups of this many consecutive ranks (a node's)
+  // and within them (zen_groups.h): n - 1 messages per rank and exchange become (G - 1) +
+  // (n/G - 1), and a group takes each pulled block off the network once instead of G times. 1:
+  // flat (the default); 0: the ranks per node where every node has as many and there are several
+  // nodes. Must divide the number of ranks (std::invalid_argument on every rank otherwise).
+  // Gradients of rows (width > 1: zen_rows.h) stay flat.
   std::uint32_t zen_group = 1;
+  // With zen_group > 1: the push in two steps too (false: the pull alone, the push flat).
+  bool zen_group_push = true;
 };
 
 // The scheme names accepted by make_scheme, in presentation order (auto last).
