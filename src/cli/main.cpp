@@ -188,8 +188,9 @@ int main(int argc, char** argv) {
                        "Zen's push and pull in two steps, between groups of G consecutive ranks "
                        "(a node's) and within them: (G - 1) + (n/G - 1) messages per rank "
                        "instead of n - 1, the push summed within the group, each pulled block "
-                       "taken off the network once per group; G must divide the ranks; 1: flat "
-                       "(default); 0: the ranks per node");
+                       "taken off the network once per group; G must divide the ranks; 0 "
+                       "(default): the ranks per node on several nodes of as many consecutive "
+                       "ranks, else flat (so under simulation); 1: flat");
   sync_cmd->add_flag_callback(
       "--zen-group-pull-only", [&bench] { bench.zen_group_push = false; },
       "with --zen-group: the pull alone in two steps, the push flat (one exchange with every "

@@ -2,9 +2,13 @@
 #include "zen_groups.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <stdexcept>
+#include <string>
 
 #include "atoll/comm/charged_work.h"
 
@@ -12,16 +16,32 @@ namespace atl::sync {
 ZenGroups::ZenGroups(std::uint32_t group, bool group_push, std::size_t merge_op)
     : requested_(group), group_push_(group_push), merge_op_(merge_op) {}
 
+namespace {
+
+// The ranks per node, where every node has as many, there are several nodes and each node's ranks
+// are consecutive (mpirun's default placement by slot; --map-by node interleaves them); 1
+// otherwise. Collective.
+std::uint32_t node_group(Communicator& comm) {
+  const auto n = static_cast<std::uint32_t>(comm.size());
+  const int least = comm.allreduce_value(comm.ranks_on_node(), comm::ReduceOp::min);
+  const int most = comm.allreduce_value(comm.ranks_on_node(), comm::ReduceOp::max);
+  if (least != most || static_cast<std::uint32_t>(least) >= n) return 1;
+  const auto g = static_cast<std::uint32_t>(least);
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) name[0] = '\0';
+  const auto hosts = comm.allgather<std::uint64_t>(std::hash<std::string>{}(name.data()));
+  for (std::uint32_t r = 0; r < n; ++r)
+    if (hosts[r] != hosts[r / g * g]) return 1;
+  return g;
+}
+
+}  // namespace
+
 std::uint32_t ZenGroups::resolve(Communicator& comm) {
   if (group_ != 0) return group_;
   const auto n = static_cast<std::uint32_t>(comm.size());
   std::uint32_t g = requested_;
-  if (g == 0) {  // the node's ranks, where every node has as many and there are several nodes
-    const int least = comm.allreduce_value(comm.ranks_on_node(), comm::ReduceOp::min);
-    const int most = comm.allreduce_value(comm.ranks_on_node(), comm::ReduceOp::max);
-    g = least == most && static_cast<std::uint32_t>(least) < n ? static_cast<std::uint32_t>(least)
-                                                               : 1;
-  }
+  if (g == 0) g = node_group(comm);
   if (g > n || n % g != 0) {
     throw std::invalid_argument(fmt::format(
         "zen group {} does not divide the {} ranks (a group is that many consecutive ranks; "

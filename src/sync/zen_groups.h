@@ -38,10 +38,10 @@ using sparse::Entry;
 
 class ZenGroups {
  public:
-  // group: ranks per group (1: flat; 0: the ranks per node when every node has as many and there
-  // is more than one node, flat otherwise). merge_op: the cpu cost operation charged for the
-  // grouped push's reorder and merge (cpu_costs.h). group_push: false keeps the push flat when
-  // grouped (the pull alone in two steps).
+  // group: ranks per group (1: flat; 0: the ranks per node on several nodes of as many
+  // consecutive ranks, flat otherwise: SchemeOptions::zen_group). merge_op: the cpu cost operation
+  // charged for the grouped push's reorder and merge (cpu_costs.h). group_push: false keeps the
+  // push flat when grouped (the pull alone in two steps).
   ZenGroups(std::uint32_t group, bool group_push, std::size_t merge_op);
 
   // Sends `part` (layout.servers() == comm.size()) and fills `received` with what this server

@@ -47,7 +47,7 @@ struct BenchSyncOptions {
   // (SchemeOptions::zen_pull_chunks, zen_pull_min_block).
   std::uint32_t zen_pull_chunks = 8;
   std::uint64_t zen_pull_min_block = 32768;
-  std::uint32_t zen_group = 1;  // SchemeOptions::zen_group
+  std::uint32_t zen_group = 0;  // SchemeOptions::zen_group
   bool zen_group_push = true;   // SchemeOptions::zen_group_push
   // > 1: the gradient as rows of this many values (SparseGradient::width; an embedding's rows):
   // every block with a non-zero becomes a row, its other values explicit zeros. Zen's variants

@@ -135,11 +135,12 @@ struct SchemeOptions {
   std::uint64_t zen_pull_min_block = 32768;
   // Zen's push and pull in two steps, between groups of this many consecutive ranks (a node's)
   // and within them (zen_groups.h): n - 1 messages per rank and exchange become (G - 1) +
-  // (n/G - 1), and a group takes each pulled block off the network once instead of G times. 1:
-  // flat (the default); 0: the ranks per node where every node has as many and there are several
-  // nodes. Must divide the number of ranks (std::invalid_argument on every rank otherwise).
-  // Gradients of rows (width > 1: zen_rows.h) stay flat.
-  std::uint32_t zen_group = 1;
+  // (n/G - 1), and a group takes each pulled block off the network once instead of G times. 0
+  // (the default): the ranks per node where every node has as many, there are several nodes and
+  // each node's ranks are consecutive, flat otherwise (one node; under SMPI, where every rank
+  // shares one process); 1: flat. Must divide the number of ranks (std::invalid_argument on every
+  // rank otherwise). Gradients of rows (width > 1: zen_rows.h) stay flat.
+  std::uint32_t zen_group = 0;
   // With zen_group > 1: the push in two steps too (false: the pull alone, the push flat).
   bool zen_group_push = true;
 };
