@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Simulated CPU time from a cost table (issue 18 item 8), under scripts/simulate at 8 ranks:
-# - `--cpu-cost-record` at two densities (and Zen on rows) writes one table with samples for
-#   every scheme step;
+# - `--cpu-cost-record` at two densities (and Zen on rows, and in groups) writes one table with
+#   samples for every scheme step;
 # - two runs charged from that table give the same simulated time for every scheme (to 1e-9,
 #   relative), results still verified;
 # - a table that costs 1 ms per call of zen.partition and nothing else: zen's partition phase is
@@ -30,10 +30,13 @@ bench --schemes zen --density 0.05 --row-width 4 --cpu-cost-record "$tmp/costs.j
 bench --schemes zen --density 0.05 --row-width 4 --row-views --verify \
   --cpu-cost-record "$tmp/costs.json" >"$tmp/rec.log" 2>&1 ||
   { cat "$tmp/rec.log"; fail "recording rows left in the pulled blocks"; }
+# ... and Zen's variants in groups of 2 ranks (zen*.push_merge, the grouped push's merge).
+bench --schemes zen,zen_coo,zen_ef --density 0.05 --zen-group 2 --cpu-cost-record "$tmp/costs.json" \
+  >"$tmp/rec.log" 2>&1 || { cat "$tmp/rec.log"; fail "recording Zen in groups"; }
 python3 - "$tmp/costs.json" <<'PY' || fail "recorded table"
 import json, sys
 t = json.load(open(sys.argv[1]))
-assert len(t["calibrations"]) == 4, t["calibrations"]
+assert len(t["calibrations"]) == 5, t["calibrations"]
 empty = [k for k, v in t["ops"].items() if v["samples"][0] == 0]
 assert empty == ["auto.profile"], f"operations without samples: {empty}"
 slow = [k for k, v in t["ops"].items() if v["ns_per_call"] + v["ns_per_item"] + v["ns_per_byte"] <= 0]
