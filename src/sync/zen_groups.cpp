@@ -45,7 +45,7 @@ std::uint32_t ZenGroups::resolve(Communicator& comm) {
   if (g > n || n % g != 0) {
     throw std::invalid_argument(fmt::format(
         "zen group {} does not divide the {} ranks (a group is that many consecutive ranks; "
-        "1 pushes to every rank directly)",
+        "1 is flat: every exchange with every rank directly)",
         g, n));
   }
   if (g > 1) {
