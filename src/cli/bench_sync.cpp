@@ -17,6 +17,7 @@
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/trace.h"
 #include "atoll/sync/network_probe.h"
+#include "atoll/sync/result_check.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/util/fault_point.h"
 #include "atoll/util/files.h"
@@ -263,8 +264,9 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
   // The dense reference and its per-element magnitude bound, computed once, outside timing.
   std::vector<float> reference, magnitude;
   if (o.verify) {
-    // Reference, magnitudes and each result made dense: three arrays of M floats per rank.
-    comm.agree(util::memory_problem(12 * grad.elements, comm.ranks_on_node(),
+    // The reference and the magnitudes: two arrays of M floats per rank (results are checked
+    // against them without being made dense).
+    comm.agree(util::memory_problem(8 * grad.elements, comm.ranks_on_node(),
                                     fmt::format("--verify at M = {}", grad.elements)));
     reference = grad.to_dense();
     magnitude.assign(grad.elements, 0.0f);
@@ -330,24 +332,18 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     bool verified = false;
     std::string failure;
     if (o.verify) {
-      const auto got = last.to_dense();
       // Float sums differ from the reference only by rounding: |Δ| ≤ n·ε·Σ|x|; integers: exact.
       const float slack = integer_values ? 0.0f : 4.0f * comm.size() * FLT_EPSILON;
-      std::uint64_t bad = 0, first_bad = 0;
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        if (std::fabs(got[i] - reference[i]) > slack * magnitude[i] || std::isnan(got[i])) {
-          if (bad++ == 0) first_bad = i;
-        }
-      }
+      const auto bad = sync::count_mismatches(last, reference, magnitude, slack);
       const auto sum_lo = comm.allreduce_value<std::uint64_t>(last.checksum(), ReduceOp::min);
       const auto sum_hi = comm.allreduce_value<std::uint64_t>(last.checksum(), ReduceOp::max);
-      const auto bad_all = comm.allreduce_value<std::uint64_t>(bad, ReduceOp::sum);
+      const auto bad_all = comm.allreduce_value<std::uint64_t>(bad.count, ReduceOp::sum);
       verified = bad_all == 0 && sum_lo == sum_hi;
-      if (bad) {
+      if (bad.count) {
         failure = fmt::format(
             "rank {}: {} elements differ from the dense reference (first at {}: "
             "got {}, expected {})",
-            comm.rank(), bad, first_bad, got[first_bad], reference[first_bad]);
+            comm.rank(), bad.count, bad.first, bad.got, bad.expected);
       } else if (sum_lo != sum_hi) {
         failure = "results differ across ranks";
       }
