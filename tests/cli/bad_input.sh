@@ -153,7 +153,7 @@ expect_error schemes-all-twice "names 'zen' twice \('all' includes it\)" bench s
 # O(M) memory is refused before it is allocated, naming the bytes (2^40 elements: 4.4 TB dense).
 expect_error dense-too-big "scheme allreduce at M = 1099511627776 on 2 ranks needs 4.4 TB per rank" \
   bench sync --elements 1099511627776 --index-bits 64 --density 1e-9 --schemes allreduce
-expect_error verify-too-big "--verify at M = 1099511627776 needs 13.2 TB per rank" bench sync \
+expect_error verify-too-big "--verify at M = 1099511627776 needs 8.8 TB per rank" bench sync \
   --elements 1099511627776 --index-bits 64 --density 1e-9 --schemes zen --verify
 # ... while sparse schemes run at M = 2^32 + 1: the generator costs O(non-zeros), not O(M).
 if out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 4294967297 \
