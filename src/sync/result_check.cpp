@@ -39,6 +39,12 @@ Mismatches count_mismatches(const SyncResult<Index>& result, const std::vector<f
   }
   const auto& idx = result.sparse.indices;
   const std::uint64_t w = std::max<std::uint64_t>(result.sparse.width, 1), blocks = m / w;
+  const bool values_fit = result.in_views() ? result.views.size() == idx.size()
+                                            : result.sparse.values.size() == idx.size() * w;
+  if (result.sparse.elements != m || !values_fit) {  // malformed: reading it could run off its end
+    c.note(0, none, m ? reference[0] : none);
+    return c.m;
+  }
   std::uint64_t next = 0;  // the first element not yet checked
   for (std::size_t k = 0; k < idx.size(); ++k) {
     const std::uint64_t block = idx[k];

@@ -95,6 +95,17 @@ TEST(ResultCheck, ToleranceNanAndOutOfRange) {
   EXPECT_TRUE(std::isnan(out.expected));
 }
 
+TEST(ResultCheck, MalformedResultsAreWrongWithoutBeingRead) {
+  const std::vector<float> ref{1.0f, 2.0f, 0.0f}, mag{1.0f, 1.0f, 1.0f};
+  // Fewer values than indices, and the right entries under another M.
+  EXPECT_EQ(count_mismatches(sparse_result(3, 1, {0, 1}, {1.0f}), ref, mag, 0.0f).count, 1u);
+  EXPECT_EQ(count_mismatches(sparse_result(4, 1, {0, 1}, {1.0f, 2.0f}), ref, mag, 0.0f).count, 1u);
+  auto views = sparse_result(3, 1, {0, 1}, {});
+  const float one = 1.0f;
+  views.views = {&one};  // one view for two blocks
+  EXPECT_EQ(count_mismatches(views, ref, mag, 0.0f).count, 1u);
+}
+
 TEST(ResultCheck, UnsortedOrDuplicateIndicesAreWrong) {
   const std::vector<float> ref{1.0f, 2.0f, 0.0f}, mag{1.0f, 1.0f, 1.0f};
   // The right values, in the wrong order: the later index is refused, then missing.
