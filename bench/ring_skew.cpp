@@ -14,13 +14,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "atoll/comm/communicator.h"
+#include "atoll/wan/ring_exits.h"
 #include "atoll/wan/round_model.h"
 #include "atoll/wan/topology.h"
 
@@ -31,6 +34,7 @@ using atl::comm::Communicator;
 // Entry and exit times (simulated seconds) of every rank, gathered on all.
 struct Span {
   double spread, latest_entry_to_latest_exit;
+  std::vector<double> entries, exits;
 };
 
 enum class Entry { synchronized, after_barrier, after_ring };
@@ -56,10 +60,26 @@ Span ring_once(Communicator& comm, std::size_t floats, Entry how) {
   const double exit = comm.wtime();
   if (data.front() != static_cast<float>(comm.size()))
     throw std::runtime_error("ring allreduce gave a wrong sum");
-  const double first = comm.allreduce_value(entry, atl::comm::ReduceOp::min);
-  const double last = comm.allreduce_value(entry, atl::comm::ReduceOp::max);
-  const double end = comm.allreduce_value(exit, atl::comm::ReduceOp::max);
-  return {last - first, end - last};
+  auto entries = comm.allgather(entry);
+  auto exits = comm.allgather(exit);
+  const double first = *std::min_element(entries.begin(), entries.end());
+  const double last = *std::max_element(entries.begin(), entries.end());
+  const double end = *std::max_element(exits.begin(), exits.end());
+  return {last - first, end - last, std::move(entries), std::move(exits)};
+}
+
+// The entry-skew model's time (ring_exits.h) from the same entries: latest entry to latest exit,
+// and the largest gap between a rank's simulated and modelled exit.
+std::pair<double, double> skew_model(const atl::wan::Topology& topology,
+                                     const atl::wan::Clique& ring, const atl::wan::RoundOptions& o,
+                                     const Span& s) {
+  const auto exits = atl::wan::ring_allreduce_exits(topology, ring, o, s.entries);
+  double gap = 0;
+  for (std::size_t i = 0; i < exits.size(); ++i)
+    gap = std::max(gap, std::abs(exits[i] - s.exits[i]));
+  return {*std::max_element(exits.begin(), exits.end()) -
+              *std::max_element(s.entries.begin(), s.entries.end()),
+          gap};
 }
 
 }  // namespace
@@ -89,12 +109,15 @@ int main(int argc, char** argv) {
       const double model = atl::wan::ring_allreduce_time(topology, ring, ro);
       for (const Entry how : {Entry::synchronized, Entry::after_barrier, Entry::after_ring}) {
         const Span s = ring_once(comm, floats, how);
+        const auto [skewed, gap] = skew_model(topology, ring, ro, s);
         if (comm.rank() == 0)
           std::printf(
               "{\"gbps\":%s,\"payload_bytes\":%.0f,\"entry\":\"%s\",\"entry_spread_s\":%.6f,"
-              "\"simulated_s\":%.6f,\"model_s\":%.6f,\"ratio\":%.4f}\n",
+              "\"simulated_s\":%.6f,\"model_s\":%.6f,\"ratio\":%.4f,\"skew_model_s\":%.6f,"
+              "\"skew_ratio\":%.4f,\"skew_model_exit_gap_s\":%.6f}\n",
               argv[2], ro.payload_bytes, to_string(how), s.spread, s.latest_entry_to_latest_exit,
-              model, s.latest_entry_to_latest_exit / model);
+              model, s.latest_entry_to_latest_exit / model, skewed,
+              s.latest_entry_to_latest_exit / skewed, gap);
       }
     }
   } catch (const std::exception& e) {
