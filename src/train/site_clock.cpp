@@ -1,6 +1,8 @@
 #include "site_clock.h"
 
 #include <algorithm>
+#include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -34,25 +36,40 @@ void SiteClock::set_round_steps(const std::vector<std::int64_t>& round_steps) {
     local_share_.push_back(static_cast<double>(s) / static_cast<double>(round_steps[self_]));
 }
 
-double SiteClock::meet(const wan::ResolvedRound& round, const std::vector<double>& exchange_s,
-                       int mine, comm::Communicator& clique, bool overlap) {
+SiteClock::MemberExits SiteClock::together(std::vector<double> exchange_s) {
+  return [exchange_s = std::move(exchange_s)](std::size_t c, const std::vector<double>& arrivals) {
+    const double latest = *std::max_element(arrivals.begin(), arrivals.end());
+    return std::vector<double>(arrivals.size(), latest + exchange_s.at(c));
+  };
+}
+
+double SiteClock::meet(const wan::ResolvedRound& round, const MemberExits& exits, int mine,
+                       comm::Communicator& clique, bool overlap) {
   auto leave = [&](std::size_t site, double at) {
     (overlap ? in_flight_[site] : clocks_[site]) = at;
   };
   if (!known_everywhere()) {
     if (mine < 0) return now();
-    const double at = clique.allreduce_value(now(), comm::ReduceOp::max) +
-                      exchange_s[static_cast<std::size_t>(mine)];
+    const auto& sites = round[static_cast<std::size_t>(mine)].sites;
+    const auto place =
+        static_cast<std::size_t>(std::find(sites.begin(), sites.end(), self_) - sites.begin());
+    // Each member's arrival (every rank of a site has the same clock): the largest per place.
+    std::vector<double> arrivals(sites.size(), -std::numeric_limits<double>::infinity());
+    arrivals[place] = now();
+    clique.allreduce(std::span<double>(arrivals), comm::ReduceOp::max);
+    const double at = exits(static_cast<std::size_t>(mine), arrivals).at(place);
     leave(self_, at);
     return at;
   }
   double end = now();
   for (std::size_t c = 0; c < round.size(); ++c) {
-    double latest = 0;
-    for (auto j : round[c].sites) latest = std::max(latest, clocks_[j]);
-    const double at = latest + exchange_s[c];
-    for (auto j : round[c].sites) leave(j, at);
-    if (static_cast<int>(c) == mine) end = at;
+    std::vector<double> arrivals;
+    for (auto j : round[c].sites) arrivals.push_back(clocks_[j]);
+    const auto at = exits(c, arrivals);
+    for (std::size_t m = 0; m < at.size(); ++m) {
+      leave(round[c].sites[m], at[m]);
+      if (static_cast<int>(c) == mine && round[c].sites[m] == self_) end = at[m];
+    }
   }
   return end;
 }

@@ -1,6 +1,8 @@
 // The model clock of training across sites (docs/wan-train.md): one clock per site, advanced by
-// local work (compute seconds over the site's speed), by its clique's meetings (the members leave
-// at the latest member's arrival plus the clique's exchange time) and by ddp's per-step
+// local work (compute seconds over the site's speed), by its clique's meetings (each member leaves
+// when the exchange's model says, from the members' arrivals: for most exchanges the latest
+// arrival plus the clique's exchange time, for a ring each member at its own time,
+// wan/ring_exits.h) and by ddp's per-step
 // collectives (every site at the latest arrival plus their time). With a fixed compute time per
 // step (--compute-s) every site's clock is a function of the configuration alone, so each rank
 // keeps all sites' clocks and a meeting costs no message for the clock (under SMPI a clock
@@ -9,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "atoll/comm/communicator.h"
@@ -30,11 +33,16 @@ class SiteClock {
   // that at every meeting it has advanced by its own round's compute.
   void local_step(double measured_s, bool local = false);
   void set_round_steps(const std::vector<std::int64_t>& round_steps);
-  // The meetings of one round: exchange_s[c] is clique c's time; `mine` this site's clique (−1:
-  // idle), `clique` its communicator (used only with a measured clock). Overlapped, a member's
+  // When each member of clique c (round[c].sites, in that order) leaves, given when each arrived.
+  using MemberExits =
+      std::function<std::vector<double>(std::size_t c, const std::vector<double>& arrivals)>;
+  // Every member of clique c leaves at the latest arrival plus exchange_s[c].
+  static MemberExits together(std::vector<double> exchange_s);
+  // The meetings of one round; `mine` this site's clique (−1: idle), `clique` its communicator
+  // (used only with a measured clock, to learn the members' arrivals). Overlapped, a member's
   // exchange ends in the background and land() waits for it. Returns the end of this site's
   // exchange (now() if idle).
-  double meet(const wan::ResolvedRound& round, const std::vector<double>& exchange_s, int mine,
+  double meet(const wan::ResolvedRound& round, const MemberExits& exits, int mine,
               comm::Communicator& clique, bool overlap);
   // Every site's clock waits for the end of its exchange in flight, if any.
   void land();

@@ -13,6 +13,7 @@
 
 #include "atoll/wan/mixing.h"
 #include "atoll/wan/planner.h"
+#include "atoll/wan/ring_exits.h"
 #include "atoll/wan/schedule_file.h"
 
 namespace atl::train {
@@ -170,6 +171,30 @@ std::int64_t SiteTraining::batches() const {
   return b * (group_ ? group_->size() : 1);  // a site's step: a batch on each of its ranks
 }
 
+// Under simulation the sites leave the set-up (the initial model's broadcast across the WAN) up to
+// hundreds of ms apart, while the model clock starts them together; and a ring never brings its
+// members back together (each leaves when its own chain ends), so that skew would stay in every
+// meeting (found on 2026-12-05: the ring at 1 Gbit/s took 1.29x the model clock, and the
+// entry-skew model, fed the simulated entries, gave every site's exit within 3 ms). So every site
+// starts training at one agreed simulated instant: the latest arrival plus a margin that covers
+// the agreeing allreduce itself (2n of the topology's largest one-way latencies).
+void SiteTraining::align_start() {
+  double largest = 0;
+  for (std::size_t a = 0; a < topology_.size(); ++a)
+    for (std::size_t b = 0; b < topology_.size(); ++b)
+      largest = std::max(largest, topology_.latency_s(a, b));
+  const double margin = 2.0 * static_cast<double>(topology_.size()) * largest + 0.1;
+  const double start =
+      sites_comm_.allreduce_value(sites_comm_.wtime(), comm::ReduceOp::max) + margin;
+  const double wait = start - sites_comm_.wtime();
+  if (wait < 0) {
+    fmt::print(stderr, "atoll train: rank {} starts {:.3f} s after the sites' agreed start\n",
+               sites_comm_.rank(), -wait);
+  }
+  sites_comm_.fixed_compute_begin();
+  sites_comm_.fixed_compute_end(std::max(0.0, wait));
+}
+
 void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes) {
   const auto n = topology_.size();
   const auto most = comm.allreduce_value<std::uint64_t>(embedding_bytes, comm::ReduceOp::max);
@@ -188,7 +213,10 @@ void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embed
 }
 
 void SiteTraining::begin_step(int step) {
-  if (!started_) wall0_ = sites_comm_.wtime();  // training time starts with the first step
+  if (!started_) {
+    if (comm::Communicator::simulated()) align_start();
+    wall0_ = sites_comm_.wtime();  // training time starts with the first step
+  }
   started_ = true;
   if (!is_local(step) || state_) return;
   std::vector<float> theta(params_.elements());
@@ -229,17 +257,26 @@ std::optional<SiteTraining::Meeting> SiteTraining::end_local_step(int step) {
     sent.payload_bytes = static_cast<double>(most) / static_cast<double>(clique.size() - 1);
     const double t =
         wan::clique_cost(topology_, round[0].sites, wan::Transport::unicast, sent).time_s;
-    m.wan_s = clock_->meet(round, {t}, m.clique, clique, overlap_) - arrived;
+    m.wan_s = clock_->meet(round, SiteClock::together({t}), m.clique, clique, overlap_) - arrived;
     return m;
   }
-  std::vector<double> exchange_s;
-  for (const auto& entry : round)
-    exchange_s.push_back(wan::exchange_time(topology_, entry, round_options_));
-  m.wan_s = clock_->meet(round, exchange_s, m.clique, clique, overlap_) - arrived;
+  m.wan_s = clock_->meet(round, member_exits(round), m.clique, clique, overlap_) - arrived;
   if (m.clique < 0) return m;
   exchange(step, m);
   m.bytes_sent = clique.traffic().bytes_sent - sent0;
   return m;
+}
+
+SiteClock::MemberExits SiteTraining::member_exits(const wan::ResolvedRound& round) const {
+  std::vector<double> exchange_s;
+  for (const auto& entry : round)
+    exchange_s.push_back(wan::exchange_time(topology_, entry, round_options_));
+  auto together = SiteClock::together(exchange_s);
+  // A ring's members leave one by one, later when they entered apart (wan/ring_exits.h).
+  return [this, &round, together](std::size_t c, const std::vector<double>& arrivals) {
+    if (round[c].kind != wan::ExchangeKind::ring_allreduce) return together(c, arrivals);
+    return wan::ring_allreduce_exits(topology_, round[c].sites, round_options_, arrivals);
+  };
 }
 
 void SiteTraining::exchange(int step, Meeting& m) {

@@ -139,6 +139,10 @@ class SiteTraining {
   // The meeting's exchange on this site's clique (dense: θ_C; --pseudo-topk: Σ of sparse Δ) and
   // the outer step; the new parameters are applied now, or after the next round when overlapped.
   void exchange(int step, Meeting& m);
+  // Under SMPI: every site starts its first step at the same simulated instant.
+  void align_start();
+  // The model clock's exits of a round's members (SiteClock::meet).
+  SiteClock::MemberExits member_exits(const wan::ResolvedRound& round) const;
   // edit: the penalty's outcome in the meeting (sites, not clique ranks); the clique's first
   // member names the sites dropped on stderr.
   void penalize(int step, Meeting& m, const localsgd::CliquePenalty::Outcome& out);
