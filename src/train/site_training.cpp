@@ -176,16 +176,18 @@ std::int64_t SiteTraining::batches() const {
 // members back together (each leaves when its own chain ends), so that skew would stay in every
 // meeting (found on 2026-12-05: the ring at 1 Gbit/s took 1.29x the model clock, and the
 // entry-skew model, fed the simulated entries, gave every site's exit within 3 ms). So every site
-// starts training at one agreed simulated instant: the latest arrival plus a margin that covers
-// the agreeing allreduce itself (2n of the topology's largest one-way latencies).
+// starts training at one agreed simulated instant: the latest arrival of any rank plus a margin
+// that covers the agreeing allreduces themselves (2n of the topology's largest one-way latencies).
 void SiteTraining::align_start() {
   double largest = 0;
   for (std::size_t a = 0; a < topology_.size(); ++a)
     for (std::size_t b = 0; b < topology_.size(); ++b)
       largest = std::max(largest, topology_.latency_s(a, b));
   const double margin = 2.0 * static_cast<double>(topology_.size()) * largest + 0.1;
-  const double start =
-      sites_comm_.allreduce_value(sites_comm_.wtime(), comm::ReduceOp::max) + margin;
+  double latest = sites_comm_.allreduce_value(sites_comm_.wtime(), comm::ReduceOp::max);
+  // The 2-D mesh: sites_comm_ holds one rank per site; the site's own ranks agree on the latest.
+  if (group_) latest = group_->allreduce_value(latest, comm::ReduceOp::max);
+  const double start = latest + margin;
   const double wait = start - sites_comm_.wtime();
   if (wait < 0) {
     fmt::print(stderr, "atoll train: rank {} starts {:.3f} s after the sites' agreed start\n",
