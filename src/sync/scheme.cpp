@@ -77,32 +77,42 @@ std::uint64_t SyncResult<Index>::checksum() const {
 template struct SyncResult<std::uint32_t>;
 template struct SyncResult<std::uint64_t>;
 
+std::optional<std::string> local_input_problem(const Communicator& comm, const SyncScheme& scheme,
+                                               const std::optional<std::string>& local_problem,
+                                               std::uint64_t elements, std::uint64_t local_nnz) {
+  if (local_problem) return local_problem;
+  if (elements == 0) return "element count M must be positive";
+  return util::memory_problem(
+      scheme.dense_memory_bytes(elements, comm.size(), local_nnz), comm.ranks_on_node(),
+      fmt::format("scheme {} at M = {} on {} ranks", scheme.name(), elements, comm.size()));
+}
+
+void settle_input(Communicator& comm, const InputVerdicts& all,
+                  const std::optional<std::string>& problem, std::uint64_t elements,
+                  std::uint32_t width) {
+  if (all.failed) comm.agree(problem);  // collective on every rank (`all` is the same); throws
+  if (all.min_elements != all.max_elements) {
+    throw comm::CollectiveError(
+        fmt::format("element count M differs across ranks (min {}, max {}; this rank has {})",
+                    all.min_elements, all.max_elements, elements));
+  }
+  if (all.min_width != all.max_width) {
+    throw comm::CollectiveError(
+        fmt::format("block width differs across ranks (min {}, max {}; this rank has {})",
+                    all.min_width, all.max_width, width));
+  }
+}
+
 void check_input(Communicator& comm, const SyncScheme& scheme,
                  const std::optional<std::string>& local_problem, std::uint64_t elements,
                  std::uint64_t local_nnz, std::uint32_t width) {
-  std::optional<std::string> problem = local_problem;
-  if (!problem && elements == 0) problem = "element count M must be positive";
-  if (!problem) {
-    problem = util::memory_problem(
-        scheme.dense_memory_bytes(elements, comm.size(), local_nnz), comm.ranks_on_node(),
-        fmt::format("scheme {} at M = {} on {} ranks", scheme.name(), elements, comm.size()));
-  }
+  const auto problem = local_input_problem(comm, scheme, local_problem, elements, local_nnz);
   // One collective on the hot path: the max of (failed?, M, ~M, w, ~w) tells every rank whether
   // any rank failed and the largest and smallest M and block width. Only a failure pays for
   // agree()'s message broadcast.
   std::uint64_t v[5] = {problem ? 1u : 0u, elements, ~elements, width, ~std::uint64_t{width}};
   comm.allreduce<std::uint64_t>(v, comm::ReduceOp::max);
-  if (v[0]) comm.agree(problem);  // collective on every rank (v[0] is the same everywhere); throws
-  const std::uint64_t hi = v[1], lo = ~v[2];
-  if (lo != hi) {
-    throw comm::CollectiveError(
-        fmt::format("element count M differs across ranks (min {}, max {}; this rank has {})", lo,
-                    hi, elements));
-  }
-  if (v[3] != ~v[4]) {
-    throw comm::CollectiveError(fmt::format(
-        "block width differs across ranks (min {}, max {}; this rank has {})", ~v[4], v[3], width));
-  }
+  settle_input(comm, InputVerdicts{v[0] != 0, ~v[2], v[1], ~v[4], v[3]}, problem, elements, width);
 }
 
 std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& stats) {

@@ -63,7 +63,10 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     else if (!o.zen_allow_bitmap)
       coding_ = PullCoding::coo;
     rows_.emplace(seed_, coding_, o.row_views);
+    check_in_push_ = o.zen_check_in_push;
   }
+  // SchemeOptions::zen_check_in_push: the row path's push carries the input check.
+  bool checks_input_itself() const { return check_in_push_; }
   std::string_view name() const override { return name_; }
   bool takes_blocks() const override { return true; }
   std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
@@ -77,7 +80,9 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
-    if (grad.width > 1) return rows_->run(comm, grad, out);  // zen_rows.h: one index per row
+    // zen_rows.h: one index per row; with the check in the push, every call (every rank alike).
+    if (check_in_push_) return rows_->run(comm, grad, out, &input_problem_);
+    if (grad.width > 1) return rows_->run(comm, grad, out);
     const auto n = static_cast<std::uint32_t>(comm.size());
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     const std::uint64_t M = grad.elements;
@@ -310,6 +315,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   ZenGroups groups_;  // the push and the pull's transport, flat or in groups of ranks
   HashLayout layout_;
   std::optional<ZenRowSync> rows_;  // gradients of blocks
+  bool check_in_push_ = false;
   Scratch<std::uint32_t> scratch32_;
   Scratch<std::uint64_t> scratch64_;
 };

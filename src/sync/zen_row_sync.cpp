@@ -25,15 +25,47 @@ std::span<std::uint8_t> ZenRowSync::all_bytes(std::size_t bytes) {
   return {reinterpret_cast<std::uint8_t*>(all_.data()), bytes};
 }
 
+namespace {
+// What the push's first exchange carries to each peer with SchemeOptions::zen_check_in_push.
+struct PushHeader {
+  std::uint64_t count;   // bytes for that peer
+  std::uint64_t failed;  // this rank's input has a problem
+  std::uint64_t elements, width;
+};
+
+// The alltoall of counts with every rank's input verdict, settled before any data moves.
+std::vector<std::size_t> counts_with_check(Communicator& comm, std::span<const std::size_t> counts,
+                                           const std::optional<std::string>& problem,
+                                           std::uint64_t elements, std::uint32_t width) {
+  std::vector<PushHeader> send(counts.size());
+  for (std::size_t j = 0; j < counts.size(); ++j)
+    send[j] = {counts[j], problem ? 1u : 0u, elements, width};
+  const auto got = comm.alltoall<PushHeader>(send);
+  InputVerdicts all{false, elements, elements, width, width};
+  std::vector<std::size_t> recv_counts(got.size());
+  for (std::size_t j = 0; j < got.size(); ++j) {
+    all.failed = all.failed || got[j].failed != 0;
+    all.min_elements = std::min(all.min_elements, got[j].elements);
+    all.max_elements = std::max(all.max_elements, got[j].elements);
+    all.min_width = std::min(all.min_width, got[j].width);
+    all.max_width = std::max(all.max_width, got[j].width);
+    recv_counts[j] = got[j].count;
+  }
+  settle_input(comm, all, problem, elements, width);
+  return recv_counts;
+}
+}  // namespace
+
 template <class Index>
-void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
-                     SyncResult<Index>& out) {
+void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
+                     const std::optional<std::string>* input_problem) {
   const auto n = static_cast<std::uint32_t>(comm.size());
   const auto rank = static_cast<std::uint32_t>(comm.rank());
-  const std::uint64_t R = grad.blocks();
+  const bool failed = input_problem && input_problem->has_value();
+  const std::uint64_t R = failed ? 0 : grad.blocks();
   const std::uint32_t w = grad.width;
-  // (check_input made sure every rank has the same M and width.)
-  layout_ = RowLayout(R, n, seed_);  // no table: nothing to build
+  // (check_input made sure every rank has the same M and width, or counts_with_check does below
+  // before anything depends on it.)
   RowPartition<Index>& part = [&]() -> RowPartition<Index>& {
     if constexpr (std::is_same_v<Index, std::uint32_t>)
       return part32_;
@@ -41,7 +73,10 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
       return part64_;
   }();
   const double value_bytes = 4.0 * static_cast<double>(grad.value_count());
-  {
+  if (failed) {
+    part.counts.assign(n, 0);
+  } else {
+    layout_ = RowLayout(R, n, seed_);  // no table: nothing to build
     PhaseScope phase(comm, out.stats, "partition");
     comm::ChargedWork work(comm, op_partition_, static_cast<double>(grad.nnz()), value_bytes);
     zen_row_partition(grad, layout_, part);
@@ -49,7 +84,9 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad,
   std::vector<std::size_t> recv_counts;
   {
     PhaseScope phase(comm, out.stats, "push");
-    recv_counts = comm.alltoall<std::size_t>(part.counts);
+    recv_counts = input_problem ? counts_with_check(comm, part.counts, *input_problem,
+                                                    grad.elements, grad.width)
+                                : comm.alltoall<std::size_t>(part.counts);
     std::size_t total = 0;
     for (auto c : recv_counts) total += c;
     received_.resize(total);
@@ -104,7 +141,8 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
   for (std::size_t b = 0; b < H; ++b)
     mine[b] = sums_.rows_in(bucket_stratum(b), bucket_stratum(b + 1));
   mine[H] = static_cast<std::uint64_t>(coding_);
-  const auto reported = comm.allgather_each<std::uint64_t>(mine);
+  // Sent to every rank at once where ranks are few (one latency across a WAN, not log2 n).
+  const auto reported = comm.allgather_each_direct<std::uint64_t>(mine);
   std::vector<PullCoding> codings(n);
   std::vector<double> weight(H, 0.0);
   std::uint64_t total = 0;
@@ -211,8 +249,8 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
 }
 
 template void ZenRowSync::run(Communicator&, const SparseGradient<std::uint32_t>&,
-                              SyncResult<std::uint32_t>&);
+                              SyncResult<std::uint32_t>&, const std::optional<std::string>*);
 template void ZenRowSync::run(Communicator&, const SparseGradient<std::uint64_t>&,
-                              SyncResult<std::uint64_t>&);
+                              SyncResult<std::uint64_t>&, const std::optional<std::string>*);
 
 }  // namespace atl::sync

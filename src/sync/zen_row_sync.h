@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "atoll/sync/scheme.h"
@@ -20,8 +22,13 @@ class ZenRowSync {
   ZenRowSync(std::uint64_t seed, PullCoding coding, bool views = false);
   // One synchronization (collective); `out.sparse` gets grad's width. Phases: partition, push,
   // aggregate, encode, pull, decode (as for elements: the pull pipelined in chunks).
+  // `input_problem` given (SchemeOptions::zen_check_in_push): the input was not checked across
+  // ranks yet; this rank's problem (local_input_problem) rides in the push's alltoall of counts
+  // with its M and width, and the verdicts are settled there (settle_input), before any data
+  // moves. A rank with a problem partitions nothing.
   template <class Index>
-  void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out);
+  void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
+           const std::optional<std::string>* input_problem = nullptr);
 
  private:
   static constexpr std::size_t kBuckets = 256;  // of strata, for balancing the pull's chunks

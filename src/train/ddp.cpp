@@ -7,10 +7,14 @@
 namespace atl::train {
 namespace {
 // The embedding's rows are read once, by the optimizer, before the next synchronization: Zen
-// leaves them in the pulled blocks (in_place_rows reads them there).
+// leaves them in the pulled blocks (in_place_rows reads them there), and checks its input in its
+// push.
 sync::SchemeOptions embedding_options(const TrainConfig& cfg) {
   auto options = sync_options(cfg);
   options.row_views = true;
+  // One collective less per step (each costs a WAN latency); rows only, so that the element
+  // form (--embedding-rows false, for comparison) keeps Zen's element path and its sums' bits.
+  options.zen_check_in_push = cfg.embedding_rows;
   return options;
 }
 }  // namespace
@@ -65,11 +69,13 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
   timer.start("check");
   const int bad = check_gradients(local.values);
   timer.start("wait");
-  nonfinite_ = agree_nonfinite(comm, engine_, bad, world_rank_);
+  // The loss is agreed here too: one collective instead of two (each is round trips on a WAN).
+  const StepAgreement agreed = agree_step(comm, engine_, bad, world_rank_, loss);
+  nonfinite_ = agreed.nonfinite;
+  mean_loss = agreed.loss_sum / world;
   if (nonfinite_) {  // every rank skips (or fails) together; nothing more is sent
     if (dense_mode_ == DenseMode::overlapped) engine_.dense_sync->discard(comm);
     result_ = {};
-    mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
     return {};
   }
   // The dense sums travel during the embedding's sync (neither reads the other's buffers).
@@ -103,7 +109,6 @@ RowGradient DataParallel<Index>::synchronize(comm::Communicator& comm, StepTimer
       engine_.dense_sync->run_gathered(comm, *dense_scheme_);  // gathered by check_gradients
       break;
   }
-  mean_loss = comm.allreduce_value(loss, comm::ReduceOp::sum) / world;
   return rows;
 }
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace atl::train {
 
@@ -25,16 +27,27 @@ std::string gradient_name(const Engine& engine, int index) {
   return engine.dense_names.at(static_cast<std::size_t>(index - 1));
 }
 
-std::optional<NonFinite> agree_nonfinite(comm::Communicator& comm, const Engine& engine, int local,
-                                         int rank) {
+StepAgreement agree_step(comm::Communicator& comm, const Engine& engine, int local, int rank,
+                         double loss) {
   // One code per (rank, tensor), ordered by rank: the minimum names the lowest rank.
+  struct Report {
+    std::int64_t code;
+    double loss;
+  };
   const auto tensors = static_cast<std::int64_t>(engine.dense.size()) + 1;
   const std::int64_t none = std::numeric_limits<std::int64_t>::max();
-  const std::int64_t mine = local < 0 ? none : std::int64_t{rank} * tensors + local;
-  const std::int64_t first = comm.allreduce_value(mine, comm::ReduceOp::min);
-  if (first == none) return std::nullopt;
-  return NonFinite{static_cast<int>(first / tensors),
-                   gradient_name(engine, static_cast<int>(first % tensors))};
+  const Report mine{local < 0 ? none : std::int64_t{rank} * tensors + local, loss};
+  std::int64_t first = none;
+  StepAgreement agreed;
+  for (const Report& r : comm.allgather_direct(mine)) {
+    first = std::min(first, r.code);
+    agreed.loss_sum += r.loss;
+  }
+  if (first != none) {
+    agreed.nonfinite = NonFinite{static_cast<int>(first / tensors),
+                                 gradient_name(engine, static_cast<int>(first % tensors))};
+  }
+  return agreed;
 }
 
 void poison_gradient(Engine& engine) {

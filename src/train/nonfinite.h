@@ -1,6 +1,6 @@
 // Non-finite gradients (--nonfinite skip|fail): a NaN or an infinity in a rank's gradient found
 // before it reaches any synchronization. Data-parallel steps agree on it in the one small
-// allreduce that also serves as the step's barrier (every rank learns, in the same step, the
+// allgather that also serves as the step's barrier (every rank learns, in the same step, the
 // lowest rank with a non-finite gradient and its first such tensor); local SGD's inner steps check
 // their own worker's gradient with no collective. Private to src/train.
 #pragma once
@@ -26,10 +26,17 @@ int first_nonfinite(const Engine& engine, std::span<const float> embedding_value
 // The name of tensor `index` of first_nonfinite.
 std::string gradient_name(const Engine& engine, int index);
 
-// Every rank's first_nonfinite `local` agreed in one allreduce (min) over `comm`: nullopt when
-// all gradients are finite. `rank` is this rank's name in messages (its world rank).
-std::optional<NonFinite> agree_nonfinite(comm::Communicator& comm, const Engine& engine, int local,
-                                         int rank);
+// What a data-parallel step's ranks agree on before they synchronize, in one exchange (16 bytes
+// from every rank to every rank): every rank's first_nonfinite (nullopt when all gradients are
+// finite) and the sum of the ranks' losses, added in rank order, so the same on every rank.
+// Across a WAN each collective costs its round trips, so the step sends one, not two.
+struct StepAgreement {
+  std::optional<NonFinite> nonfinite;
+  double loss_sum = 0;
+};
+// `local` is this rank's first_nonfinite, `rank` its name in messages (its world rank).
+StepAgreement agree_step(comm::Communicator& comm, const Engine& engine, int local, int rank,
+                         double loss);
 
 // --inject-fault nan:RANK:STEP: the first element of the first dense parameter's gradient is
 // made NaN (after the backward pass).

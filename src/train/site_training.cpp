@@ -199,7 +199,8 @@ void SiteTraining::align_start() {
 
 void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes) {
   const auto n = topology_.size();
-  const auto most = comm.allreduce_value<std::uint64_t>(embedding_bytes, comm::ReduceOp::max);
+  const auto all_bytes = comm.allgather_direct(embedding_bytes);  // one latency on a WAN
+  const std::uint64_t most = *std::max_element(all_bytes.begin(), all_bytes.end());
   wan::Clique all(n);
   std::iota(all.begin(), all.end(), std::size_t{0});
   auto dense = round_options_;

@@ -293,6 +293,87 @@ TEST(GoldenZenRows, ViewsOfThePulledBlocks) {
   EXPECT_EQ(out.sparse.values.size(), out.sparse.indices.size() * 4);
 }
 
+// The input check carried in the push (SchemeOptions::zen_check_in_push, the trainer's
+// embedding): every call takes the row path, rows and elements (rows of one value) alike, exact
+// in every case; with views too.
+TEST(GoldenZenRows, CheckInThePush) {
+  sync::SchemeOptions push, views;
+  push.zen_check_in_push = views.zen_check_in_push = true;
+  views.row_views = true;
+  for (const auto* o : {&push, &views}) {
+    run_row_cases<std::uint32_t>("zen", *o);
+    run_row_cases<std::uint64_t>("zen", *o);
+    run_row_cases<std::uint32_t>("zen_coo", *o);
+  }
+  run_all_cases<std::uint32_t>("zen", push);
+  run_all_cases<std::uint64_t>("zen", push);
+}
+
+// ... and its bad input: an error naming the problem on every rank, as check_input gives.
+TEST(GoldenZenRows, CheckInThePushRefusesBadInputOnEveryRank) {
+  Communicator& comm = *g_comm;
+  sync::SchemeOptions push;
+  push.zen_check_in_push = true;
+  struct Bad {
+    std::string what;  // expected in the message
+    std::function<void(SparseGradient<std::uint32_t>&)> spoil;
+    bool needs_two;
+  };
+  const int last = comm.size() - 1;
+  const std::vector<Bad> cases = {
+      {"out of range",
+       [&](auto& g) {
+         if (comm.rank() == last) g.indices[1] = 120;
+       },
+       false},
+      {"block width differs",
+       [&](auto& g) {
+         if (comm.rank() == 0) return;
+         g.width = 6;  // 20 blocks of M = 120
+         g.indices = {1, 19};
+         g.values.assign(2 * 6, 1.0f);
+       },
+       true},
+      {"element count M differs",
+       [&](auto& g) {
+         if (comm.rank() == last) g.elements = 124;
+       },
+       true},
+      {"M must be positive",
+       [&](auto& g) {
+         if (comm.rank() != last) return;
+         g = {};
+         g.width = 4;
+       },
+       false},
+  };
+  for (const auto& bad : cases) {
+    if (bad.needs_two && comm.size() == 1) continue;
+    SparseGradient<std::uint32_t> g;
+    g.elements = 120;
+    g.width = 4;
+    g.indices = {1, 29};
+    g.values.assign(2 * 4, 1.0f);
+    bad.spoil(g);
+    auto scheme = sync::make_scheme("zen", push);
+    sync::SyncResult<std::uint32_t> out;
+    try {
+      scheme->synchronize(comm, g, out);
+      ADD_FAILURE() << bad.what << ": no error on rank " << comm.rank();
+    } catch (const comm::CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.what), std::string::npos) << e.what();
+    }
+    // The scheme is usable again after a refused call.
+    SparseGradient<std::uint32_t> good;
+    good.elements = 120;
+    good.width = 4;
+    good.indices = {static_cast<std::uint32_t>(comm.rank() % 30)};
+    good.values.assign(4, 1.0f);
+    scheme->synchronize(comm, good, out);
+    EXPECT_EQ(out.to_dense().size(), 120u);
+  }
+}
+
 TEST_P(GoldenTest, BlockWidthMismatchFailsOnEveryRank) {
   Communicator& comm = *g_comm;
   if (comm.size() == 1) GTEST_SKIP() << "needs two ranks";

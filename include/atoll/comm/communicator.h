@@ -158,6 +158,23 @@ class Communicator {
     return out;
   }
 
+  // allgather_each() for small blocks where latency dominates (a WAN): up to kDirectRanks ranks,
+  // every rank sends its block to every other at once (iallgather: n − 1 messages each, one
+  // network latency, where MPI's allgather takes about log2 n rounds); beyond, allgather_each().
+  static constexpr int kDirectRanks = 32;
+  template <class T>
+  std::vector<T> allgather_each_direct(std::span<const T> send) {
+    if (size_ > kDirectRanks) return allgather_each(send);
+    std::vector<T> out(send.size() * static_cast<std::size_t>(size_));
+    Request request = iallgather<T>(send, out);
+    wait(request);
+    return out;
+  }
+  template <class T>
+  std::vector<T> allgather_direct(const T& value) {
+    return allgather_each_direct(std::span<const T>(&value, 1));
+  }
+
   // Variable-size blocks from every rank, concatenated in rank order; counts[r] = block size of r.
   template <class T>
   std::vector<T> allgatherv(std::span<const T> send, std::vector<std::size_t>* counts_out) {

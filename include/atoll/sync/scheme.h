@@ -143,6 +143,13 @@ struct SchemeOptions {
   std::uint32_t zen_group = 0;
   // With zen_group > 1: the push in two steps too (false: the pull alone, the push flat).
   bool zen_group_push = true;
+  // Zen's variants check their input inside the push's first exchange (the alltoall of counts
+  // carries each rank's verdict, M and block width) instead of in a collective of its own: one
+  // network latency less per call, which a data-parallel step across a WAN pays in full. Every
+  // call then takes the row path (zen_rows.h; a gradient of width 1 is M rows of one value), so
+  // that every rank runs the same exchanges whatever its input. For a caller whose gradients are
+  // rows (the trainer's embedding).
+  bool zen_check_in_push = false;
 };
 
 // The scheme names accepted by make_scheme, in presentation order (auto last).
@@ -165,6 +172,23 @@ std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& sta
 void check_input(Communicator& comm, const SyncScheme& scheme,
                  const std::optional<std::string>& local_problem, std::uint64_t elements,
                  std::uint64_t local_nnz, std::uint32_t width = 1);
+// check_input in two parts, for a scheme that carries the verdicts in an exchange of its own
+// (SchemeOptions::zen_check_in_push). This rank's problem, if any (no collective):
+std::optional<std::string> local_input_problem(const Communicator& comm, const SyncScheme& scheme,
+                                               const std::optional<std::string>& local_problem,
+                                               std::uint64_t elements, std::uint64_t local_nnz);
+// Every rank's verdict, combined: whether any rank failed, the smallest and largest M and width.
+struct InputVerdicts {
+  bool failed = false;
+  std::uint64_t min_elements = 0, max_elements = 0;
+  std::uint64_t min_width = 0, max_width = 0;
+};
+// Collective only where a rank failed (then agree() throws this rank's problem or the other
+// ranks'); throws CollectiveError where M or the width differs. Called by every rank with the
+// same `all`.
+void settle_input(Communicator& comm, const InputVerdicts& all,
+                  const std::optional<std::string>& problem, std::uint64_t elements,
+                  std::uint32_t width);
 
 // CRTP adapter: a scheme implements
 // `template <class Index> void run(Communicator&, const SparseGradient<Index>&,
@@ -186,7 +210,11 @@ class SchemeBase : public SyncScheme {
   template <class Index>
   void dispatch(Communicator& c, const SparseGradient<Index>& g, SyncResult<Index>& out,
                 SparseGradient<Index>& expanded) {
-    check_input(c, *this, g.check(), g.elements, g.value_count(), g.width);
+    if (static_cast<const Derived*>(this)->checks_input_itself()) {  // run() settles it
+      input_problem_ = local_input_problem(c, *this, g.check(), g.elements, g.value_count());
+    } else {
+      check_input(c, *this, g.check(), g.elements, g.value_count(), g.width);
+    }
     out.stats = {};
     out.sparse.width = 1;
     out.views.clear();
@@ -199,6 +227,12 @@ class SchemeBase : public SyncScheme {
   }
   SparseGradient<std::uint32_t> expanded32_;  // the element form of a gradient of blocks
   SparseGradient<std::uint64_t> expanded64_;
+
+ protected:
+  // A scheme that checks its input in an exchange of its own says so (every rank must give the
+  // same answer); run() then finds this rank's problem here and must call settle_input.
+  bool checks_input_itself() const { return false; }
+  std::optional<std::string> input_problem_;
 };
 
 // Records one phase (time and metered traffic) into `stats` when it goes out of scope.
