@@ -314,6 +314,10 @@ int main(int argc, char** argv) {
     wan_platform_cmd->add_option("--bandwidth", w.bandwidth, "each site's access link, e.g. 1Gbps")
         ->required();
     wan_platform_cmd->add_option("--name", w.name, "platform (zone) id (default: --out's stem)");
+    wan_platform_cmd->add_option(
+        "--node-cores", w.node_cores,
+        "cores per site's host, for that many ranks per site (scripts/simulate --ranks-per-host; "
+        "default 1)");
     optional_option(wan_platform_cmd, "--smpi-cfg", w.smpi_cfg,
                     "SMPI settings scripts/simulate applies, 'KEY:VALUE ...' (default: the "
                     "measured WAN collectives; '' for none)");

@@ -43,6 +43,10 @@ std::string smpi_platform_xml(const Topology& t, const SmpiPlatformOptions& o) {
                     "(got {})",
                     o.access_bits_per_s));
   }
+  if (o.node_cores < 1) {
+    throw std::invalid_argument(
+        fmt::format("cores per host must be at least 1 (got {})", o.node_cores));
+  }
   if (!(o.host_speed_flops > 0 && std::isfinite(o.host_speed_flops))) {
     throw std::invalid_argument(
         fmt::format("host speed must be a positive number of flop/s (got {})", o.host_speed_flops));
@@ -68,9 +72,19 @@ std::string smpi_platform_xml(const Topology& t, const SmpiPlatformOptions& o) {
   x += fmt::format("  <zone id=\"{}\" routing=\"Full\">\n", o.name);
   if (!o.smpi_cfg.empty())
     x += fmt::format("    <prop id=\"atoll_smpi_cfg\" value=\"{}\"/>\n", o.smpi_cfg);
+  const std::string cores =
+      o.node_cores > 1 ? fmt::format(" core=\"{}\"", o.node_cores) : std::string();
   for (const auto& s : t.sites()) {
-    x += fmt::format("    <host id=\"{}\" speed=\"{}\"/>  <!-- {}, {} -->\n", s.code,
-                     with_prefix(o.host_speed_flops, "f"), s.name, s.continent);
+    x += fmt::format("    <host id=\"{}\" speed=\"{}\"{}/>  <!-- {}, {} -->\n", s.code,
+                     with_prefix(o.host_speed_flops, "f"), cores, s.name, s.continent);
+  }
+  if (o.node_cores > 1) {  // the ranks of a site reach each other through shared memory
+    for (const auto& s : t.sites()) {
+      x += fmt::format(
+          "    <link id=\"{}-loopback\" bandwidth=\"20GBps\" latency=\"0.5us\" "
+          "sharing_policy=\"FATPIPE\"/>\n",
+          s.code);
+    }
   }
   for (const auto& s : t.sites()) {
     x += fmt::format(
@@ -100,6 +114,12 @@ std::string smpi_platform_xml(const Topology& t, const SmpiPlatformOptions& o) {
   for (std::size_t a = 0; a < t.size(); ++a)
     for (std::size_t b = 0; b < t.size(); ++b)
       if (a < b || (a > b && !sym)) x += route(a, b);
+  if (o.node_cores > 1) {
+    for (const auto& s : t.sites()) {
+      x += fmt::format(
+          "    <route src=\"{0}\" dst=\"{0}\"><link_ctn id=\"{0}-loopback\"/></route>\n", s.code);
+    }
+  }
   x += "  </zone>\n";
   x += "</platform>\n";
   return x;

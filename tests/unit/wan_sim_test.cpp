@@ -399,6 +399,29 @@ TEST(SmpiPlatform, AsymmetricLatenciesGetOneLinkAndRoutePerDirection) {
   EXPECT_EQ(xml.find("atoll_smpi_cfg"), std::string::npos);  // none asked for
 }
 
+// Sites of several ranks (node_cores): every host has that many cores and a route to itself
+// over its own loopback link; with one core neither appears.
+TEST(SmpiPlatform, NodeCoresGiveEveryHostCoresAndALoopbackRoute) {
+  const auto t = line({0, 0.010, 0.010, 0}, 1 << 20);
+  const auto one = smpi_platform_xml(t, {});
+  EXPECT_EQ(one.find("core="), std::string::npos);
+  EXPECT_EQ(one.find("loopback"), std::string::npos);
+  const auto xml = smpi_platform_xml(t, {.node_cores = 2});
+  const std::regex host("<host id=\"([A-Za-z0-9]+)\" speed=\"1Gf\" core=\"2\"/>");
+  const std::regex link(
+      "<link id=\"([A-Za-z0-9]+)-loopback\" bandwidth=\"20GBps\" latency=\"0.5us\" "
+      "sharing_policy=\"FATPIPE\"/>");
+  const std::regex self(
+      "<route src=\"([A-Za-z0-9]+)\" dst=\"\\1\"><link_ctn id=\"\\1-loopback\"/></route>");
+  for (const auto* re : {&host, &link, &self}) {
+    EXPECT_EQ(
+        std::distance(std::sregex_iterator(xml.begin(), xml.end(), *re), std::sregex_iterator()),
+        static_cast<std::ptrdiff_t>(t.size()))
+        << xml;
+  }
+  EXPECT_THROW(smpi_platform_xml(t, {.node_cores = 0}), std::invalid_argument);
+}
+
 TEST(SmpiPlatform, BandwidthUnitsAndBadInput) {
   EXPECT_DOUBLE_EQ(parse_bandwidth_bits_per_s("1Gbps"), 1e9);
   EXPECT_DOUBLE_EQ(parse_bandwidth_bits_per_s("2.5Mbps"), 2.5e6);

@@ -111,6 +111,7 @@ struct WanPlatformOptions {
   std::string name;                     // the zone's id; empty: --out's stem, else "wan"
   std::optional<std::string> smpi_cfg;  // absent: wan::kWanSmpiCollectives; "" writes none
   std::string out;                      // empty: standard output
+  int node_cores = 1;                   // cores per site's host (wan::SmpiPlatformOptions)
 };
 int wan_platform(comm::Communicator& comm, const WanPlatformOptions& options);
 

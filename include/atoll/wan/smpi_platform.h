@@ -13,7 +13,8 @@
 //   - a route for every pair: access(A) up, A-B, access(B) down; symmetrical when the latencies
 //     are (the modelled ones always are), else one link and one route per direction.
 // So a transfer of S bytes alone from A to B takes ℓ_AB + S / access bandwidth under
-// scripts/simulate's alpha-beta settings.
+// scripts/simulate's alpha-beta settings. With node_cores > 1, a host has that many cores and a
+// route to itself over `CODE-loopback`.
 #pragma once
 
 #include <string>
@@ -30,6 +31,11 @@ struct SmpiPlatformOptions {
   // SMPI settings for this platform (KEY:VALUE, space-separated), stored as the zone property
   // atoll_smpi_cfg; scripts/simulate passes each as --cfg. Empty: no property.
   std::string smpi_cfg;
+  // Cores per site's host, for up to that many ranks per site (scripts/simulate
+  // --ranks-per-host; the 2-D mesh's shard groups) that compute at once at host_speed_flops each
+  // (with one core they would share it) and reach each other through the host's loopback route,
+  // a link of 20 GByte/s and 0.5 µs (shared memory, as scripts/make-platform --node-cores).
+  int node_cores = 1;
 };
 
 // The collective algorithms chosen on wan-8x1g (8 sites, 1 Gbit/s, 2-103 ms one way;
@@ -44,8 +50,8 @@ struct SmpiPlatformOptions {
 inline constexpr const char* kWanSmpiCollectives =
     "smpi/allreduce:rab2 smpi/allgatherv:default smpi/bcast:binomial_tree";
 
-// The platform's XML text. std::invalid_argument on a non-positive bandwidth or speed, or a
-// setting that would break the XML attribute (a quote, '<', '&').
+// The platform's XML text. std::invalid_argument on a non-positive bandwidth, speed or core count,
+// or a setting that would break the XML attribute (a quote, '<', '&').
 std::string smpi_platform_xml(const Topology& topology, const SmpiPlatformOptions& options);
 
 // A SimGrid quantity with a unit as bits per second: "1Gbps", "100Mbps", "10GBps" (bytes),
