@@ -13,8 +13,9 @@
 //   others expand them); the profile samples row ids and describes the element form as made of
 //   whole rows: density = values / M, γ and skew those of the rows, OmniReduce's blocks as many
 //   per row as a row spans.
-// - Every call: one allreduce of three numbers (the non-zero counts' range and the previous call's
-//   time, max over ranks), so that every rank's tuner sees the same inputs.
+// - Every call: one reduction of eight numbers (the non-zero counts' range and the previous call's
+//   time, max over ranks, so that every rank's tuner sees the same inputs; and the input check:
+//   any rank's problem, the range of M and of the block width).
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -42,6 +43,9 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
   explicit AutoScheme(const SchemeOptions& o) : options_(o) {}
   std::string_view name() const override { return "auto"; }
   bool takes_blocks() const override { return true; }
+  // Its input check rides in the profile's reduction (one collective per call, not two); the
+  // scheme it runs checks again, exactly (M above 2^53 is not exact in the doubles here).
+  bool checks_input_itself() const { return true; }
   void prepare(Communicator& comm) override {
     if (!network_) network_ = probe_network(comm);
   }
@@ -60,8 +64,16 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
       PhaseScope phase(comm, profile_stats, "profile");
       prepare(comm);
       const double nnz = static_cast<double>(grad.nnz());
-      std::vector<double> v{nnz, -nnz, state.local_time_s};
-      comm.allreduce<double>(v, comm::ReduceOp::max);
+      const auto M = static_cast<double>(grad.elements), w = static_cast<double>(grad.width);
+      std::vector<double> v{nnz, -nnz, state.local_time_s, input_problem_ ? 1.0 : 0.0, M, -M,
+                            w,   -w};
+      comm.allreduce_direct<double>(v, comm::ReduceOp::max);  // one latency where ranks are few
+      settle_input(
+          comm,
+          InputVerdicts{v[3] != 0, static_cast<std::uint64_t>(-v[5]),
+                        static_cast<std::uint64_t>(v[4]), static_cast<std::uint64_t>(-v[7]),
+                        static_cast<std::uint64_t>(v[6])},
+          input_problem_, grad.elements, grad.width);
       if (state.tuner.awaiting()) state.tuner.record(v[2]);
       if (state.tuner.stale(v[0], -v[1])) {
         const auto profile = measure_profile<Index>(comm, grad);

@@ -109,9 +109,10 @@ void check_input(Communicator& comm, const SyncScheme& scheme,
   const auto problem = local_input_problem(comm, scheme, local_problem, elements, local_nnz);
   // One collective on the hot path: the max of (failed?, M, ~M, w, ~w) tells every rank whether
   // any rank failed and the largest and smallest M and block width. Only a failure pays for
-  // agree()'s message broadcast.
+  // agree()'s message broadcast. Sent to every rank at once where ranks are few: one latency,
+  // which every call pays in full across a WAN.
   std::uint64_t v[5] = {problem ? 1u : 0u, elements, ~elements, width, ~std::uint64_t{width}};
-  comm.allreduce<std::uint64_t>(v, comm::ReduceOp::max);
+  comm.allreduce_direct<std::uint64_t>(v, comm::ReduceOp::max);
   settle_input(comm, InputVerdicts{v[0] != 0, ~v[2], v[1], ~v[4], v[3]}, problem, elements, width);
 }
 

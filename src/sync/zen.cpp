@@ -137,7 +137,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     // Each server's counts, then its pull coding (receivers size blocks with the sender's).
     std::vector<std::uint64_t> mine(sc.sums.bucket_nnz);
     mine.push_back(static_cast<std::uint64_t>(coding_));
-    const auto reported = comm.allgather_each<std::uint64_t>(mine);
+    // Sent to every rank at once where ranks are few (one latency across a WAN, not log2 n).
+    const auto reported = comm.allgather_each_direct<std::uint64_t>(mine);
     // The pull's bookkeeping (chunk bounds, block sizes, the result's buffers): charged as "plan"
     // with the non-zeros it sizes and the counts it reads.
     std::optional<comm::ChargedWork> plan(std::in_place, comm, op_plan_, 0,

@@ -526,6 +526,39 @@ TEST(Ring, RingAllreduceMatchesAllreduce) {
 TEST(NonBlocking, IallreduceMatchesAllreduce) { check_all_iallreduce(*g_comm); }
 TEST(NonBlocking, IreduceScatterMatchesReference) { check_ireduce_scatter(*g_comm); }
 TEST(NonBlocking, IallgatherMatchesReference) { check_iallgather(*g_comm); }
+
+// The small agreements sent to every peer at once (allgather_each_direct, allreduce_direct):
+// the same values as MPI's allgather and allreduce, each rank's in rank order, and the sums
+// combined in rank order on every rank (the same bits everywhere), on the world and on a split.
+void check_direct(Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  const std::vector<std::uint64_t> mine{std::uint64_t(me) * 7 + 1, ~std::uint64_t(me), 5};
+  EXPECT_EQ(comm.allgather_each_direct<std::uint64_t>(mine),
+            comm.allgather_each<std::uint64_t>(mine));
+  EXPECT_EQ(comm.allgather_direct(me + 0.5), comm.allgather(me + 0.5));
+  for (auto op : {ReduceOp::max, ReduceOp::min, ReduceOp::sum, ReduceOp::bit_or}) {
+    std::vector<std::uint64_t> a(mine), b(mine);
+    comm.allreduce_direct<std::uint64_t>(a, op);
+    comm.allreduce<std::uint64_t>(b, op);
+    EXPECT_EQ(a, b) << static_cast<int>(op);
+  }
+  std::vector<double> x{0.1 * (me + 1), -1.0 / (me + 3), 1e16 * (me % 2 ? 1 : -1)};
+  std::vector<double> sum(x), expect(x.size(), 0.0);
+  comm.allreduce_direct<double>(sum, ReduceOp::sum);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<double> xr{0.1 * (r + 1), -1.0 / (r + 3), 1e16 * (r % 2 ? 1 : -1)};
+    for (std::size_t i = 0; i < x.size(); ++i) expect[i] = r == 0 ? xr[i] : expect[i] + xr[i];
+  }
+  if (n > Communicator::kDirectRanks) return;  // MPI's allreduce then, in its own order
+  EXPECT_EQ(sum, expect);                      // bit for bit: rank order, on every rank
+  std::vector<double> bad{1.0};
+  EXPECT_THROW(comm.allreduce_direct<double>(bad, ReduceOp::bit_or), std::invalid_argument);
+}
+TEST(Direct, SmallAgreementsMatchMpi) {
+  check_direct(*g_comm);
+  Communicator sub = g_comm->split(g_comm->rank() % 2, g_comm->rank());
+  check_direct(sub);
+}
 TEST(NonBlocking, ManyInFlightCompletedInAnyOrder) { check_many_in_flight(*g_comm); }
 TEST(NonBlocking, ProgressThenWaitAndInactiveRequests) { check_progress_then_wait(*g_comm); }
 TEST(NonBlocking, AbandonedRequestsComplete) { check_abandoned_requests(*g_comm); }

@@ -13,6 +13,7 @@
 // - Non-blocking operations return a Request (one type for all of them), completed by wait().
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -173,6 +174,38 @@ class Communicator {
   template <class T>
   std::vector<T> allgather_direct(const T& value) {
     return allgather_each_direct(std::span<const T>(&value, 1));
+  }
+  // allreduce() of a few values where latency dominates (a WAN): their allgather_each_direct,
+  // combined on every rank in rank order (so every rank holds the same bits). For the small
+  // agreements of every call (an input check, a profile), not for payloads.
+  template <class T>
+  void allreduce_direct(std::span<T> data, ReduceOp op) {
+    static_assert(std::is_arithmetic_v<T>);
+    if (!std::is_integral_v<T> && op == ReduceOp::bit_or)
+      throw std::invalid_argument("allreduce_direct: bit_or of a floating-point type");
+    if (size_ > kDirectRanks) return allreduce(data, op);
+    const auto all = allgather_each_direct(std::span<const T>(data.data(), data.size()));
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      T acc = all[i];
+      for (std::size_t r = 1; r < static_cast<std::size_t>(size_); ++r) {
+        const T x = all[r * data.size() + i];
+        switch (op) {
+          case ReduceOp::sum:
+            acc = static_cast<T>(acc + x);
+            break;
+          case ReduceOp::min:
+            acc = std::min(acc, x);
+            break;
+          case ReduceOp::max:
+            acc = std::max(acc, x);
+            break;
+          case ReduceOp::bit_or:
+            if constexpr (std::is_integral_v<T>) acc = static_cast<T>(acc | x);
+            break;
+        }
+      }
+      data[i] = acc;
+    }
   }
 
   // Variable-size blocks from every rank, concatenated in rank order; counts[r] = block size of r.
