@@ -199,8 +199,8 @@ void SiteTraining::align_start() {
 
 void SiteTraining::charge_ddp_step(comm::Communicator& comm, std::uint64_t embedding_bytes) {
   const auto n = topology_.size();
-  const auto all_bytes = comm.allgather_direct(embedding_bytes);  // one latency on a WAN
-  const std::uint64_t most = *std::max_element(all_bytes.begin(), all_bytes.end());
+  std::uint64_t most = embedding_bytes;  // the largest over the ranks, in one latency on a WAN
+  comm.allreduce_direct(std::span<std::uint64_t>(&most, 1), comm::ReduceOp::max);
   wan::Clique all(n);
   std::iota(all.begin(), all.end(), std::size_t{0});
   auto dense = round_options_;
