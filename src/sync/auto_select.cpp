@@ -13,10 +13,12 @@
 //   others expand them); the profile samples row ids and describes the element form as made of
 //   whole rows: density = values / M, γ and skew those of the rows, OmniReduce's blocks as many
 //   per row as a row spans.
-// - Every call: one reduction of eight numbers (the non-zero counts' range and the previous call's
+// - Every call: one reduction of nine integers (the non-zero counts' range and the previous call's
 //   time, max over ranks, so that every rank's tuner sees the same inputs; and the input check:
-//   any rank's problem, the range of M and of the block width).
+//   any rank's problem, the range of M and of the block width, and, once settled, whether the
+//   pick would refuse for memory). A settled pick then skips its own check (its latency).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -43,11 +45,13 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
   explicit AutoScheme(const SchemeOptions& o) : options_(o) {}
   std::string_view name() const override { return "auto"; }
   bool takes_blocks() const override { return true; }
-  // Its input check rides in the profile's reduction (one collective per call, not two); the
-  // scheme it runs checks again, exactly (M above 2^53 is not exact in the doubles here).
+  // Its input check rides in the profile's reduction (one collective per call, not two), exact
+  // in integers; a settled pick skips its own (SyncScheme::skip_next_input_check).
   bool checks_input_itself() const { return true; }
   void prepare(Communicator& comm) override {
-    if (!network_) network_ = probe_network(comm);
+    if (network_) return;
+    network_ = probe_network(comm);
+    options_.network = network_;  // the schemes it runs plan with it (Zen's pull chunks)
   }
   std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
     // Its own profiling is O(nnz); the scheme it picks checks its own need when it runs.
@@ -60,35 +64,52 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     SyncStats profile_stats;
     auto& state = tuners_[{grad.elements, sizeof(Index)}];
     SchemeTuner::Pick pick;
+    bool checked = false;  // this call's input checked here, with the pick's memory need
     {
       PhaseScope phase(comm, profile_stats, "profile");
       prepare(comm);
-      const double nnz = static_cast<double>(grad.nnz());
-      const auto M = static_cast<double>(grad.elements), w = static_cast<double>(grad.width);
-      std::vector<double> v{nnz, -nnz, state.local_time_s, input_problem_ ? 1.0 : 0.0, M, -M,
-                            w,   -w};
-      comm.allreduce_direct<double>(v, comm::ReduceOp::max);  // one latency where ranks are few
-      settle_input(
-          comm,
-          InputVerdicts{v[3] != 0, static_cast<std::uint64_t>(-v[5]),
-                        static_cast<std::uint64_t>(v[4]), static_cast<std::uint64_t>(-v[7]),
-                        static_cast<std::uint64_t>(v[6])},
-          input_problem_, grad.elements, grad.width);
-      if (state.tuner.awaiting()) state.tuner.record(v[2]);
-      if (state.tuner.stale(v[0], -v[1])) {
+      // Settled, the pick is known before the reduction: its memory verdict rides in it, and
+      // where every rank's is clear the pick skips its own check (one latency less per call).
+      // Otherwise (a new profile, a trial, a refusal) the pick checks itself, as it would alone.
+      const auto settled = state.tuner.settled();
+      const bool pick_refuses =
+          settled && local_input_problem(comm, instance(state, *settled), std::nullopt,
+                                         grad.elements, grad.value_count());
+      // Exact in integers, max over ranks: (~x, x) pairs give the range of M, the width and the
+      // non-zero count; the previous call's time (>= 0) orders as its bits do.
+      const std::uint64_t M = grad.elements, w = grad.width, nnz = grad.nnz();
+      std::vector<std::uint64_t> v{input_problem_ ? 1u : 0u,
+                                   M,
+                                   ~M,
+                                   w,
+                                   ~w,
+                                   nnz,
+                                   ~nnz,
+                                   std::bit_cast<std::uint64_t>(state.local_time_s),
+                                   pick_refuses ? 1u : 0u};
+      comm.allreduce_direct<std::uint64_t>(v, comm::ReduceOp::max);  // one latency where few
+      settle_input(comm, InputVerdicts{v[0] != 0, ~v[2], v[1], ~v[4], v[3]}, input_problem_,
+                   grad.elements, grad.width);
+      const auto max_nnz = static_cast<double>(v[5]), min_nnz = static_cast<double>(~v[6]);
+      if (state.tuner.awaiting()) state.tuner.record(std::bit_cast<double>(v[7]));
+      const bool stale = state.tuner.stale(max_nnz, min_nnz);
+      if (stale) {
         const auto profile = measure_profile<Index>(comm, grad);
         auto ranked = fitting(comm, state, cost::rank_schemes(profile, *network_), grad);
         auto summary = fmt_reason(profile, ranked);
-        state.tuner.reset(v[0], -v[1], std::move(ranked), std::move(summary));
+        state.tuner.reset(max_nnz, min_nnz, std::move(ranked), std::move(summary));
       }
       pick = state.tuner.next();
+      checked = settled && !stale && v[8] == 0 && pick.scheme == *settled;
     }
     // Only the pick's instance is kept, so only its buffers exist: a trial runs under the same
     // memory as the settled scheme will (under SMPI all ranks share one process, and the idle
     // candidates' buffers slowed the calls), and a settled auto holds one scheme's memory.
     std::erase_if(state.schemes, [&](const auto& s) { return s->name() != pick.scheme; });
     const double t0 = comm.wtime();
-    instance(state, pick.scheme).synchronize(comm, grad, out);
+    auto& scheme = instance(state, pick.scheme);
+    if (checked) scheme.skip_next_input_check();
+    scheme.synchronize(comm, grad, out);
     state.local_time_s = comm.wtime() - t0;
     out.stats.phases.insert(out.stats.phases.begin(), profile_stats.phases.begin(),
                             profile_stats.phases.end());
@@ -239,6 +260,13 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     p.skew = agg.empty() ? 1.0 : max_range * n / static_cast<double>(agg.size());
     const double blk_mean = std::max(blk_total / n, 1e-9);
     p.block_gamma_n = static_cast<double>(union_all(blk_s, nullptr, blk_mean).size()) / blk_mean;
+    // Zen's pull chunks, by its own rule on its pull's weights (a bitmap byte per 8 slots, 4 per
+    // non-zero sum) for this network.
+    const double pull_weight = static_cast<double>(M) / 8 + 4 * p.gamma_n * mean_nnz * w;
+    p.zen_pull_chunks = zen_pull_chunks_for(
+        pull_weight, static_cast<std::uint32_t>(n), options_.zen_pull_chunks,
+        zen_pull_min_block(options_.zen_pull_min_block, network_->latency_s,
+                           network_->bandwidth_bytes_per_s, static_cast<std::uint32_t>(n)));
     return p;
   }
 

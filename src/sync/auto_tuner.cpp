@@ -36,6 +36,12 @@ void SchemeTuner::widen() {
   }
 }
 
+std::vector<SchemeTuner::Candidate>::const_iterator SchemeTuner::fastest() const {
+  return std::min_element(
+      candidates_.begin(), candidates_.end(),
+      [](const Candidate& a, const Candidate& b) { return a.best_s < b.best_s; });
+}
+
 void SchemeTuner::record(double time_s) {
   if (last_ < 0) return;
   auto& c = candidates_[static_cast<std::size_t>(last_)];
@@ -50,7 +56,7 @@ SchemeTuner::Pick SchemeTuner::next() {
   if (candidates_.empty()) throw std::logic_error("auto: next() before reset()");
   ++calls_;
   auto untried = [&] {
-    return std::find_if(candidates_.begin(), candidates_.end(),
+    return std::find_if(candidates_.cbegin(), candidates_.cend(),
                         [](const Candidate& c) { return c.trials < kTrials; });
   };
   auto it = untried();
@@ -58,14 +64,17 @@ SchemeTuner::Pick SchemeTuner::next() {
     widen();
     it = untried();
   }
-  const bool exploring = it != candidates_.end();
-  if (!exploring) {
-    it = std::min_element(
-        candidates_.begin(), candidates_.end(),
-        [](const Candidate& a, const Candidate& b) { return a.best_s < b.best_s; });
-  }
-  last_ = static_cast<int>(it - candidates_.begin());
+  const bool exploring = it != candidates_.cend();
+  if (!exploring) it = fastest();
+  last_ = static_cast<int>(it - candidates_.cbegin());
   return {it->estimate.scheme, exploring, it->estimate.time_s, it->best_s};
+}
+
+std::optional<std::string> SchemeTuner::settled() const {
+  if (candidates_.empty() || !widened_) return std::nullopt;
+  for (const auto& c : candidates_)
+    if (c.trials < kTrials) return std::nullopt;
+  return fastest()->estimate.scheme;
 }
 
 std::string SchemeTuner::reason(const Pick& pick) const {

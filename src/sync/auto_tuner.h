@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ class SchemeTuner {
   void record(double time_s);
   // The scheme for this call; the call's time goes to record() at the next one.
   Pick next();
+  // The scheme next() will return unless the profile is stale: once every candidate has had its
+  // trials, the fastest measured (record() no longer changes it); none while still exploring.
+  std::optional<std::string> settled() const;
   // The candidates with their estimates and measured times, then the model's summary.
   std::string reason(const Pick& pick) const;
 
@@ -58,6 +62,8 @@ class SchemeTuner {
   };
   // After the favourite's trials: the others within reach, by its measured error.
   void widen();
+  // The candidate with the fastest measured time.
+  std::vector<Candidate>::const_iterator fastest() const;
 
   std::vector<cost::Estimate> ranked_;  // the model's estimates, fastest first
   std::vector<Candidate> candidates_;

@@ -12,8 +12,8 @@
 //     server per chunk), so that chunk p is decoded while chunk p+1 is on the wire.
 // With SchemeOptions::zen_group, push and pull go in two steps, between groups of ranks (a node's)
 // and within them (zen_groups.h).
-// Cost (Eq. 1): T_bp = (n-1)/n · (γ_n + 1) · d·M·8 / b, + 2(n-1)·α for the two exchanges; push and
-// pull imbalance ≤ 1 + Θ(sqrt(n log n / nnz)).
+// Cost (Eq. 1): T_bp = (n-1)/n · (γ_n + 1) · d·M·8 / b, + α per round (push counts, push, pull
+// counts, each pull chunk: cost_model.h); push and pull imbalance ≤ 1 + Θ(sqrt(n log n / nnz)).
 #include "zen.h"
 
 #include <fmt/format.h>
@@ -26,6 +26,7 @@
 
 #include "atoll/comm/charged_work.h"
 #include "atoll/comm/parallel.h"
+#include "atoll/sync/network_probe.h"
 #include "atoll/sync/zen_partition.h"
 #include "atoll/util/fault_point.h"
 #include "common.h"
@@ -43,6 +44,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         threads_requested_(o.threads),
         pull_chunks_(o.zen_pull_chunks),
         pull_min_block_(o.zen_pull_min_block),
+        network_(o.network),
         name_(std::move(name)),
         coding_(coding),
         op_partition_(comm::cpu_op_id(name_ + ".partition")),
@@ -65,6 +67,17 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     rows_.emplace(seed_, coding_, o.row_views);
     check_in_push_ = o.zen_check_in_push;
   }
+  // The pull's smallest block for this network (zen_pull_min_block): from SchemeOptions::network
+  // (auto's probe), else probed here once (collective), where the pull could take several chunks.
+  void prepare(Communicator& comm) override {
+    if (min_block_sized_) return;
+    min_block_sized_ = true;
+    if (pull_chunks_ == 1 || pull_min_block_ == 0 || comm.size() < 2) return;
+    if (!network_) network_ = probe_network(comm);
+    pull_min_block_ =
+        zen_pull_min_block(pull_min_block_, network_->latency_s, network_->bandwidth_bytes_per_s,
+                           static_cast<std::uint32_t>(comm.size()));
+  }
   // SchemeOptions::zen_check_in_push: the row path's push carries the input check.
   bool checks_input_itself() const { return check_in_push_; }
   std::string_view name() const override { return name_; }
@@ -83,6 +96,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     // zen_rows.h: one index per row; with the check in the push, every call (every rank alike).
     if (check_in_push_) return rows_->run(comm, grad, out, &input_problem_);
     if (grad.width > 1) return rows_->run(comm, grad, out);
+    prepare(comm);
     const auto n = static_cast<std::uint32_t>(comm.size());
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     const std::uint64_t M = grad.elements;
@@ -307,8 +321,10 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   unsigned threads_requested_;    // SchemeOptions::threads
   std::uint32_t pull_chunks_;     // SchemeOptions::zen_pull_chunks (at most; fewer when a bucket
                                   // alone outweighs a chunk)
-  std::uint64_t pull_min_block_;  // SchemeOptions::zen_pull_min_block
-  unsigned threads_ = 0;          // resolved on the first call (comm::resolve_threads)
+  std::uint64_t pull_min_block_;  // SchemeOptions::zen_pull_min_block, then prepare()'s
+  std::optional<cost::Network> network_;  // SchemeOptions::network, or prepare()'s probe
+  bool min_block_sized_ = false;
+  unsigned threads_ = 0;  // resolved on the first call (comm::resolve_threads)
   std::string name_;
   PullCoding coding_;
   std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,

@@ -401,15 +401,23 @@ std::vector<double> pull_bucket_weights(const HashLayout& layout,
 }
 
 // As many chunks as keep total / (servers x chunks) >= min_block_bytes, 1 to max_chunks.
-std::uint32_t chunks_for(double total, std::uint32_t servers, std::uint32_t max_chunks,
-                         std::uint64_t min_block_bytes) {
+}  // namespace
+
+std::uint32_t zen_pull_chunks_for(double total, std::uint32_t servers, std::uint32_t max_chunks,
+                                  std::uint64_t min_block_bytes) {
   if (min_block_bytes == 0) return max_chunks;
   const double fit = total / (static_cast<double>(servers) * static_cast<double>(min_block_bytes));
   if (fit < 1) return 1;
   return fit >= max_chunks ? max_chunks : static_cast<std::uint32_t>(fit);
 }
 
-}  // namespace
+std::uint64_t zen_pull_min_block(std::uint64_t configured, double latency_s,
+                                 double bandwidth_bytes_per_s, std::uint32_t servers) {
+  if (configured == 0 || servers < 2) return configured;
+  // A rank receives servers − 1 blocks of a chunk through its link.
+  const double bdp = latency_s * bandwidth_bytes_per_s / (servers - 1.0);
+  return bdp > static_cast<double>(configured) ? static_cast<std::uint64_t>(bdp) : configured;
+}
 
 std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
                                                std::span<const std::uint64_t> bucket_bounds,
@@ -421,7 +429,8 @@ std::vector<std::uint64_t> zen_balanced_chunks(const HashLayout& layout,
   const std::size_t H = weight.size();
   double total = 0;
   for (const double w : weight) total += w;
-  const std::uint32_t chunks = chunks_for(total, layout.servers(), max_chunks, min_block_bytes);
+  const std::uint32_t chunks =
+      zen_pull_chunks_for(total, layout.servers(), max_chunks, min_block_bytes);
   std::vector<std::uint64_t> bounds{bucket_bounds[0]};
   double acc = 0;
   std::uint32_t next = 1;
@@ -444,7 +453,7 @@ std::uint32_t zen_pull_chunk_count(const HashLayout& layout,
       pull_bucket_weights(layout, bucket_bounds, bucket_nnz, max_chunks, "zen_pull_chunk_count");
   double total = 0;
   for (const double w : weight) total += w;
-  return chunks_for(total, layout.servers(), max_chunks, min_block_bytes);
+  return zen_pull_chunks_for(total, layout.servers(), max_chunks, min_block_bytes);
 }
 
 template <class Index>

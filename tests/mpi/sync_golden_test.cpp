@@ -544,6 +544,34 @@ TEST(AutoAcrossCalls, EveryCallExactAndTheSamePickOnEveryRank) {
   }
 }
 
+// A settled `auto` checks each call's input in its own reduction and its pick skips its check
+// (SyncScheme::skip_next_input_check): bad input on one rank still fails on every rank, named.
+TEST(AutoAcrossCalls, SettledPickStillRefusesBadInputOnEveryRank) {
+  Communicator& comm = *g_comm;
+  if (comm.size() == 1) GTEST_SKIP() << "needs two ranks";
+  auto scheme = sync::make_scheme("auto");
+  const auto good = zipf_case<std::uint32_t>(4099, 0.02, sparse::ValueKind::integer, 23);
+  sync::SyncResult<std::uint32_t> out;
+  for (int call = 0; call < 20; ++call)
+    scheme->synchronize(comm, good(comm.rank(), comm.size()), out);
+  ASSERT_FALSE(out.stats.exploring) << "still a trial after 20 calls";
+  auto bad = good(comm.rank(), comm.size());
+  bad.indices.push_back(5000);  // past M on the last rank only
+  bad.values.push_back(1);
+  try {
+    scheme->synchronize(comm, comm.rank() == comm.size() - 1 ? bad : good(comm.rank(), comm.size()),
+                        out);
+    ADD_FAILURE() << "no error on rank " << comm.rank();
+  } catch (const comm::CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+  auto other_m = good(comm.rank(), comm.size());
+  if (comm.rank() == 0) other_m.elements = 4100;
+  EXPECT_THROW(scheme->synchronize(comm, other_m, out), comm::CollectiveError);
+  // And the next good call is exact again.
+  expect_exact_calls<std::uint32_t>(*scheme, "auto", "after refusals", good, true, 1);
+}
+
 // Run only by tests/mpi/fatal_failure_test.sh (disabled otherwise): an ASSERT that fails on the
 // last rank before a collective must end the job at once on every rank, not hang its peers.
 TEST(GoldenSelfTest, DISABLED_FatalFailureOnOneRankEndsTheJob) {

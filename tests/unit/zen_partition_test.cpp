@@ -390,6 +390,19 @@ TEST(ZenPull, AggregateInPartsEqualsOnePart) {
   }
 }
 
+// On a network, a block is at least its share of the bandwidth-delay product: a rank receives
+// servers - 1 blocks per chunk, each chunk a latency, so no chunk pays more in latency than in
+// transfer. A cluster's product is below the configured block; 0 (the most chunks) stays 0.
+TEST(ZenPull, MinBlockFromTheBandwidthDelayProduct) {
+  EXPECT_EQ(zen_pull_min_block(32768, 4e-6, 25e9 / 8, 16), 32768u);    // 25 Gbit/s, 4 us: 833 B
+  EXPECT_EQ(zen_pull_min_block(32768, 0.1, 125e6, 8), 12500000u / 7);  // WAN: 1 Gbit/s, 100 ms
+  EXPECT_EQ(zen_pull_min_block(0, 0.1, 125e6, 8), 0u);
+  EXPECT_EQ(zen_pull_min_block(32768, 0.1, 125e6, 1), 32768u);
+  // A WAN pull of 1 MB from 8 servers then travels in one chunk, not 3.
+  EXPECT_EQ(zen_pull_chunks_for(1e6, 8, 8, 32768), 3u);
+  EXPECT_EQ(zen_pull_chunks_for(1e6, 8, 8, zen_pull_min_block(32768, 0.1, 125e6, 8)), 1u);
+}
+
 // The chunk count keeps the average block at least min_block bytes: 8 bytes of bitmap per granule
 // and 4 per non-zero, over servers x chunks blocks.
 TEST(ZenPull, ChunkCountFromTheAverageBlock) {

@@ -1,6 +1,10 @@
 // The alpha-beta cost model shared by the scheme selector (`auto`), the benchmarks and the docs.
-// time = α · messages + bytes / b. Sources: Zen (OSDI'25) Eq. 1 (balanced parallelism) and Eq. 2
-// (hierarchical centralization, SparCML), plus the latency term the paper leaves out.
+// time = α · rounds + bytes / b: a round is one step of the scheme's critical path (messages sent
+// to all peers at once are one round: they travel together). A per-message overhead (posting n − 1
+// messages one after another) is left out: SMPI charges none, and the probe does not measure one.
+// Sources: Zen (OSDI'25) Eq. 1 (balanced
+// parallelism) and Eq. 2 (hierarchical centralization, SparCML), plus the latency terms the paper
+// leaves out, counted from each scheme's exchanges (cost_model.cpp).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +14,7 @@
 namespace atl::cost {
 
 struct Network {
-  double latency_s = 5e-6;                  // α: per message
+  double latency_s = 5e-6;                  // α: per round (the slowest pair's one-way time)
   double bandwidth_bytes_per_s = 25e9 / 8;  // b: per direction per rank (full duplex NIC)
 };
 
@@ -26,6 +30,7 @@ struct SparsityProfile {
   double block_gamma_n = 1;        // densification of non-zero blocks across n ranks
   std::uint64_t block_elements = 256;
   int index_bytes = 4;
+  std::uint32_t zen_pull_chunks = 1;  // Zen's pull rounds (its chunks travel one after another)
 };
 
 struct Estimate {

@@ -16,11 +16,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "atoll/comm/communicator.h"
+#include "atoll/cost/cost_model.h"
 #include "atoll/sparse/sparse_gradient.h"
 
 namespace atl::sync {
@@ -103,6 +106,13 @@ class SyncScheme {
   // whose need exceeds the memory this node has free for each of its ranks, naming the bytes.
   virtual std::uint64_t dense_memory_bytes(std::uint64_t elements, int ranks,
                                            std::uint64_t local_nnz) const = 0;
+  // For a caller that has checked the next call's input on every rank, as check_input would and
+  // with this scheme's memory need (`auto`, in the reduction it makes anyway): the next
+  // synchronize() skips its own check, a network latency.
+  void skip_next_input_check() { skip_input_check_ = true; }
+
+ protected:
+  bool skip_input_check_ = false;
 };
 
 // Options shared by the schemes; each reads the fields that concern it.
@@ -150,6 +160,9 @@ struct SchemeOptions {
   // that every rank runs the same exchanges whatever its input. For a caller whose gradients are
   // rows (the trainer's embedding).
   bool zen_check_in_push = false;
+  // The network the schemes plan with (sync/network_probe.h): `auto` passes its probe on; Zen
+  // probes its own at its first call where absent, to size its pull chunks (zen_pull_min_block).
+  std::optional<cost::Network> network;
 };
 
 // The scheme names accepted by make_scheme, in presentation order (auto last).
@@ -210,7 +223,9 @@ class SchemeBase : public SyncScheme {
   template <class Index>
   void dispatch(Communicator& c, const SparseGradient<Index>& g, SyncResult<Index>& out,
                 SparseGradient<Index>& expanded) {
-    if (static_cast<const Derived*>(this)->checks_input_itself()) {  // run() settles it
+    if (std::exchange(skip_input_check_, false)) {  // checked by the caller
+      input_problem_.reset();
+    } else if (static_cast<const Derived*>(this)->checks_input_itself()) {  // run() settles it
       input_problem_ = local_input_problem(c, *this, g.check(), g.elements, g.value_count());
     } else {
       check_input(c, *this, g.check(), g.elements, g.value_count(), g.width);

@@ -150,6 +150,16 @@ std::uint32_t zen_pull_chunk_count(const HashLayout& layout,
                                    std::span<const std::uint64_t> bucket_bounds,
                                    std::span<const std::uint64_t> bucket_nnz,
                                    std::uint32_t max_chunks, std::uint64_t min_block_bytes);
+// The same rule on a pull of `total` bytes (by those weights) from `servers` servers.
+std::uint32_t zen_pull_chunks_for(double total, std::uint32_t servers, std::uint32_t max_chunks,
+                                  std::uint64_t min_block_bytes);
+// The smallest block a pull chunk may have on a network: the configured one
+// (SchemeOptions::zen_pull_min_block), or the share of the bandwidth-delay product α·b of each of
+// the servers − 1 blocks a rank receives per chunk, where larger (a WAN), so that no chunk pays
+// more in latency than in transfer: the chunks travel one after another, each a latency. 0
+// (always the most chunks) stays 0.
+std::uint64_t zen_pull_min_block(std::uint64_t configured, double latency_s,
+                                 double bandwidth_bytes_per_s, std::uint32_t servers);
 // How a server codes the indices of its pull blocks; it announces this with its counts, so that
 // every receiver knows every block's format and size from the counts alone.
 enum class PullCoding : std::uint8_t {
