@@ -145,6 +145,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     // size; then each server encodes chunk p+1 and puts it on the wire while every rank decodes
     // chunk p into its place in the sorted result.
     util::fault_point("pull");  // --inject-fault kill/stop at the pull (not a PhaseScope)
+    if (pull_in_one_exchange(comm, sizeof(Index)))
+      return pull_one_exchange<Index>(comm, parallel, out);
     const double pull_start = comm.wtime();
     const auto traffic_start = comm.traffic();
     double decode_s = 0, encode_s = 0;
@@ -286,6 +288,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     out.sparse.values.resize(pos);
     const auto& traffic_end = comm.traffic();
     out.stats.pull_load_bytes = pull_load;
+    out.stats.pull_rounds = chunks + 1;
     // Phases as in the unpipelined data path: "encode" and "decode" are this rank's CPU work in
     // the pipeline, "pull" the rest (waiting for the network).
     out.stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
@@ -297,6 +300,83 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   }
 
  private:
+  // Where even the largest pull a call could have (every slot non-zero, each server's block at its
+  // bound) fits in one chunk of the smallest block (prepare(): a latency-bound network, or a small
+  // M), the pull needs no counts first: one exchange whose receivers know each block's bound, the
+  // blocks' headers carrying their sizes (Communicator::allgather_bounded). Flat pulls only.
+  bool pull_in_one_exchange(Communicator& comm, std::size_t index_bytes) {
+    if (pull_min_block_ == 0 || groups_.resolve(comm) != 1) return false;
+    const auto n = static_cast<std::uint32_t>(comm.size());
+    bound_.resize(n);
+    double total = 0;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      bound_[j] = zen_pull_block_bound(layout_.slot_count(j), index_bytes);
+      total += static_cast<double>(bound_[j]);
+    }
+    return total <= static_cast<double>(n) * static_cast<double>(pull_min_block_);
+  }
+
+  template <class Index>
+  void pull_one_exchange(Communicator& comm, const sync::ParallelTasks& parallel,
+                         SyncResult<Index>& out) {
+    const auto n = static_cast<std::uint32_t>(comm.size());
+    const auto rank = static_cast<std::uint32_t>(comm.rank());
+    Scratch<Index>& sc = scratch<Index>();
+    const double pull_start = comm.wtime();
+    const auto traffic_start = comm.traffic();
+    std::uint64_t my_nnz = 0;
+    for (auto c : sc.sums.bucket_nnz) my_nnz += c;
+    sc.block.clear();
+    const double t_encode = comm.wtime();
+    {
+      comm::ChargedWork work(comm, op_encode_, static_cast<double>(my_nnz),
+                             4.0 * static_cast<double>(layout_.slot_count(rank)));
+      zen_encode_pull_chunk<Index>(layout_, rank, sc.sums, 0, layout_.slot_count(rank), coding_,
+                                   sc.block, threads_, parallel);
+    }
+    const double encode_s = comm.wtime() - t_encode;
+    std::size_t room = 0;
+    for (auto b : bound_) room += b;
+    sc.all.resize(room);
+    const auto counts = comm.allgather_bounded<std::uint8_t>(sc.block, bound_, sc.all);
+    // The blocks end to end, as the decoder reads them.
+    std::size_t at = 0, from = 0;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      std::memmove(sc.all.data() + at, sc.all.data() + from, counts[j]);
+      at += counts[j];
+      from += bound_[j];
+    }
+    const std::span<const std::uint8_t> blocks(sc.all.data(), at);
+    const double t_decode = comm.wtime();
+    {
+      // Charged as the chunked pull's decode is: non-zeros written, the index range's bitmap bytes.
+      const std::uint64_t granules = (layout_.elements() + kZenGranule - 1) / kZenGranule;
+      const double range_bytes = static_cast<double>(granules) * kZenGranule / 8;
+      comm::ChargedWork work(comm, op_decode_, 0, range_bytes);
+      const std::uint64_t total = zen_pull_blocks_nnz(blocks, counts, layout_.elements());
+      out.dense_form = false;
+      out.sparse.elements = layout_.elements();
+      out.sparse.indices.resize(total + kZenDecodeSlack);
+      out.sparse.values.resize(total + kZenDecodeSlack);
+      const std::size_t got = zen_decode_pull_chunk<Index>(
+          layout_, 0, granules, blocks, counts, out.sparse.indices.data(), out.sparse.values.data(),
+          total, {}, threads_, parallel);
+      out.sparse.indices.resize(got);  // drop the slack (shrinking keeps the allocation)
+      out.sparse.values.resize(got);
+      work.set_size(static_cast<double>(got), range_bytes);
+    }
+    const double decode_s = comm.wtime() - t_decode;
+    const auto& traffic_end = comm.traffic();
+    out.stats.pull_load_bytes = sc.block.size() * (n - 1);
+    out.stats.pull_rounds = 1;
+    out.stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
+    out.stats.phases.push_back(
+        PhaseStats{"pull", comm.wtime() - pull_start - decode_s - encode_s,
+                   traffic_end.bytes_sent - traffic_start.bytes_sent,
+                   traffic_end.bytes_received - traffic_start.bytes_received});
+    out.stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
+  }
+
   // Buffers reused between calls: gradient-sized allocations (and their zero-filling) are not
   // paid again every step.
   template <class Index>
@@ -324,7 +404,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   std::uint64_t pull_min_block_;  // SchemeOptions::zen_pull_min_block, then prepare()'s
   std::optional<cost::Network> network_;  // SchemeOptions::network, or prepare()'s probe
   bool min_block_sized_ = false;
-  unsigned threads_ = 0;  // resolved on the first call (comm::resolve_threads)
+  std::vector<std::size_t> bound_;  // pull_in_one_exchange: each server's largest block
+  unsigned threads_ = 0;            // resolved on the first call (comm::resolve_threads)
   std::string name_;
   PullCoding coding_;
   std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,

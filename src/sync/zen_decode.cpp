@@ -340,9 +340,8 @@ std::uint64_t pull_block_nnz(std::span<const std::uint8_t> block) {
 }
 }  // namespace
 
-template <class Index>
-void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,
-                     std::span<const std::size_t> counts, SparseGradient<Index>& out) {
+std::uint64_t zen_pull_blocks_nnz(std::span<const std::uint8_t> blocks,
+                                  std::span<const std::size_t> counts, std::uint64_t elements) {
   std::uint64_t total = 0;
   std::size_t at = 0;
   for (std::size_t j = 0; j < counts.size(); ++j) {
@@ -352,9 +351,16 @@ void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blo
     if (counts[j] >= kBlockHeader) total += pull_block_nnz(blocks.subspan(at, counts[j]));
     at += counts[j];
   }
-  if (total > layout.elements()) {
+  if (total > elements) {
     throw MalformedMessage("zen: malformed pull blocks: more non-zeros than elements");
   }
+  return total;
+}
+
+template <class Index>
+void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,
+                     std::span<const std::size_t> counts, SparseGradient<Index>& out) {
+  const std::uint64_t total = zen_pull_blocks_nnz(blocks, counts, layout.elements());
   out.elements = layout.elements();
   out.indices.resize(total + kZenDecodeSlack);
   out.values.resize(total + kZenDecodeSlack);

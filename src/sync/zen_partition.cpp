@@ -375,6 +375,13 @@ std::size_t zen_pull_block_bytes(std::size_t slots, std::uint64_t nnz, std::size
   return kBlockHeader + zen_pull_key_bytes(slots, nnz, index_bytes, coding) + nnz * sizeof(float);
 }
 
+std::size_t zen_pull_block_bound(std::size_t slots, std::size_t index_bytes) {
+  // Elias-Fano of k of U positions takes k·(L + 1) + U / 2^L bits with L = floor(log2(U / k)),
+  // so k <= U / 2^L gives at most U·(L + 2) / 2^L <= 2U bits, U / 4 bytes, plus its padding (of
+  // the empty slots alike); the bitmap is U / 8 bytes, the indices k·index_bytes.
+  return kBlockHeader + slots * index_bytes + slots / 8 + 64 + slots * sizeof(float);
+}
+
 namespace {
 
 // The pull's bytes per bucket as the chunking weighs them: 8 bytes of bitmap per granule, 4 per

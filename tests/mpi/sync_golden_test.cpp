@@ -441,6 +441,36 @@ TEST(GoldenZenPullChunks, OneThreeAndSixtyFour) {
   }
 }
 
+// The pull in one exchange, no counts first (zen.cpp, pull_in_one_exchange: where the largest
+// possible pull fits one chunk, as on a WAN), in every format and both index widths: exact; and
+// the rounds it reports against the counted pull's.
+TEST(GoldenZenPullInOneExchange, EveryFormatExact) {
+  sync::SchemeOptions one;
+  one.zen_pull_min_block = std::uint64_t{1} << 40;  // every pull fits "one chunk"
+  for (const char* scheme : {"zen", "zen_coo", "zen_ef"}) {
+    run_all_cases<std::uint32_t>(scheme, one);
+    run_all_cases<std::uint64_t>(scheme, one);
+  }
+  sync::SchemeOptions ef = one;
+  ef.zen_force_elias_fano = true;
+  run_all_cases<std::uint32_t>("zen", ef);
+  ef.zen_force_elias_fano = false;
+  ef.zen_force_elias_fano_complement = true;
+  run_all_cases<std::uint64_t>("zen", ef);
+
+  Communicator& comm = *g_comm;
+  const auto grad = zipf_case<std::uint32_t>(100003, 0.05, sparse::ValueKind::integer, 31)(
+      comm.rank(), comm.size());
+  sync::SyncResult<std::uint32_t> out;
+  sync::make_scheme("zen", one)->synchronize(comm, grad, out);
+  EXPECT_EQ(out.stats.pull_rounds, 1u);
+  sync::SchemeOptions counted;
+  counted.zen_pull_chunks = 3;
+  counted.zen_pull_min_block = 0;  // always the most chunks: counts first
+  sync::make_scheme("zen", counted)->synchronize(comm, grad, out);
+  EXPECT_EQ(out.stats.pull_rounds, 4u);
+}
+
 // Zen's push and pull in groups (zen_groups.h): the smallest group size above 1 that divides the
 // world (two exchanges of several ranks each where the world has more than one group; also with the
 // pull alone grouped) and the whole world as one group; "node" (0), which is flat here (one node);

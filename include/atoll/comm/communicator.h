@@ -328,6 +328,20 @@ class Communicator {
     alltoallv_raw(send.data(), send_counts, recv.data(), recv_counts, sizeof(T));
   }
 
+  // Every rank's block to every rank in one exchange where receivers know only a bound on each
+  // rank's size, not the size (no counts exchanged first: one latency less). `recv` holds
+  // max_counts[r] elements for rank r, in rank order, each at the sum of the bounds before it;
+  // returns the counts received. A block over its bound fails on every rank (CommError: its
+  // receivers' messages are truncated, its sender checks its own).
+  template <class T>
+  std::vector<std::size_t> allgather_bounded(std::span<const T> send,
+                                             std::span<const std::size_t> max_counts,
+                                             std::span<T> recv) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return allgather_bounded_raw(send.data(), send.size(), max_counts, recv.data(), recv.size(),
+                                 sizeof(T));
+  }
+
   // Point-to-point: send to `dest` and receive from `source` at once (deadlock-free pairing).
   template <class T>
   void sendrecv(std::span<const T> send, int dest, std::span<T> recv, int source) {
@@ -412,6 +426,10 @@ class Communicator {
   // Refuses (CommError) a request posted on another communicator.
   void check_owner(const Request& request, const char* call) const;
   void alltoall_raw(const void* send, void* recv, std::size_t bytes_each);
+  std::vector<std::size_t> allgather_bounded_raw(const void* send, std::size_t send_count,
+                                                 std::span<const std::size_t> max_counts,
+                                                 void* recv, std::size_t recv_count,
+                                                 std::size_t elem_bytes);
   void alltoallv_raw(const void* send, std::span<const std::size_t> send_counts, void* recv,
                      std::span<const std::size_t> recv_counts, std::size_t elem_bytes);
   void sendrecv_raw(const void* send, std::size_t send_bytes, int dest, void* recv,

@@ -160,6 +160,10 @@ std::uint32_t zen_pull_chunks_for(double total, std::uint32_t servers, std::uint
 // (always the most chunks) stays 0.
 std::uint64_t zen_pull_min_block(std::uint64_t configured, double latency_s,
                                  double bandwidth_bytes_per_s, std::uint32_t servers);
+// The largest pull block over `slots` slots in any format and at any count of non-zeros (header,
+// the larger of the bitmap and indices or Elias-Fano, 4 bytes per slot): what a receiver that
+// does not know the block's size makes room for.
+std::size_t zen_pull_block_bound(std::size_t slots, std::size_t index_bytes);
 // How a server codes the indices of its pull blocks; it announces this with its counts, so that
 // every receiver knows every block's format and size from the counts alone.
 enum class PullCoding : std::uint8_t {
@@ -258,6 +262,10 @@ std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granul
                                   std::size_t capacity, const std::function<void()>& progress = {},
                                   unsigned parts = 1, const ParallelTasks& parallel = {},
                                   std::span<const std::uint32_t> order = {});
+// The non-zeros the blocks' headers announce (block j has counts[j] bytes), checked against M:
+// MalformedMessage for a block too short for its header or more non-zeros than elements.
+std::uint64_t zen_pull_blocks_nnz(std::span<const std::uint8_t> blocks,
+                                  std::span<const std::size_t> counts, std::uint64_t elements);
 // All of [0, M) (one-chunk blocks) into one gradient sorted by index.
 template <class Index>
 void zen_decode_pull(const HashLayout& layout, std::span<const std::uint8_t> blocks,
