@@ -33,6 +33,7 @@
 #include "auto_tuner.h"
 #include "common.h"
 #include "schemes.h"
+#include "zen_row_sync.h"
 
 namespace atl::sync {
 namespace {
@@ -260,13 +261,21 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     p.skew = agg.empty() ? 1.0 : max_range * n / static_cast<double>(agg.size());
     const double blk_mean = std::max(blk_total / n, 1e-9);
     p.block_gamma_n = static_cast<double>(union_all(blk_s, nullptr, blk_mean).size()) / blk_mean;
-    // Zen's pull chunks, by its own rule on its pull's weights (a bitmap byte per 8 slots, 4 per
-    // non-zero sum) for this network.
-    const double pull_weight = static_cast<double>(M) / 8 + 4 * p.gamma_n * mean_nnz * w;
-    p.zen_pull_chunks = zen_pull_chunks_for(
-        pull_weight, static_cast<std::uint32_t>(n), options_.zen_pull_chunks,
+    // Zen's pull rounds, by its own rules for this network (zen_partition.h): one exchange, or its
+    // counts then its chunks (a bitmap byte per 8 slots and 4 per non-zero sum, by chunk).
+    const std::uint64_t min_block =
         zen_pull_min_block(options_.zen_pull_min_block, network_->latency_s,
-                           network_->bandwidth_bytes_per_s, static_cast<std::uint32_t>(n)));
+                           network_->bandwidth_bytes_per_s, static_cast<std::uint32_t>(n));
+    const double pull_weight = static_cast<double>(M) / 8 + 4 * p.gamma_n * mean_nnz * w;
+    const auto servers = static_cast<std::uint32_t>(n);
+    if (w > 1)  // rows (zen_row_sync.h): counts, then a fixed number of chunks
+      p.zen_pull_rounds =
+          static_cast<std::uint32_t>(1 + ZenRowSync::pull_chunks(options_.row_views));
+    else if (zen_pull_in_one_exchange(M, servers, sizeof(Index), min_block))
+      p.zen_pull_rounds = 1;
+    else
+      p.zen_pull_rounds =
+          1 + zen_pull_chunks_for(pull_weight, servers, options_.zen_pull_chunks, min_block);
     return p;
   }
 

@@ -305,15 +305,14 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   // M), the pull needs no counts first: one exchange whose receivers know each block's bound, the
   // blocks' headers carrying their sizes (Communicator::allgather_bounded). Flat pulls only.
   bool pull_in_one_exchange(Communicator& comm, std::size_t index_bytes) {
-    if (pull_min_block_ == 0 || groups_.resolve(comm) != 1) return false;
     const auto n = static_cast<std::uint32_t>(comm.size());
+    if (groups_.resolve(comm) != 1 ||
+        !zen_pull_in_one_exchange(layout_.elements(), n, index_bytes, pull_min_block_))
+      return false;
     bound_.resize(n);
-    double total = 0;
-    for (std::uint32_t j = 0; j < n; ++j) {
+    for (std::uint32_t j = 0; j < n; ++j)
       bound_[j] = zen_pull_block_bound(layout_.slot_count(j), index_bytes);
-      total += static_cast<double>(bound_[j]);
-    }
-    return total <= static_cast<double>(n) * static_cast<double>(pull_min_block_);
+    return true;
   }
 
   template <class Index>

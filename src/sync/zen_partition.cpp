@@ -382,6 +382,17 @@ std::size_t zen_pull_block_bound(std::size_t slots, std::size_t index_bytes) {
   return kBlockHeader + slots * index_bytes + slots / 8 + 64 + slots * sizeof(float);
 }
 
+bool zen_pull_in_one_exchange(std::uint64_t elements, std::uint32_t servers,
+                              std::size_t index_bytes, std::uint64_t min_block_bytes) {
+  if (min_block_bytes == 0 || servers == 0) return false;
+  // The bound is affine in the slots, and the servers' slots are the granules' (each granule has
+  // one owner): the sum of the servers' bounds.
+  const std::uint64_t slots = (elements + kZenGranule - 1) / kZenGranule * kZenGranule;
+  const double total = static_cast<double>(zen_pull_block_bound(slots, index_bytes)) +
+                       static_cast<double>(servers - 1) * zen_pull_block_bound(0, index_bytes);
+  return total <= static_cast<double>(servers) * static_cast<double>(min_block_bytes);
+}
+
 namespace {
 
 // The pull's bytes per bucket as the chunking weighs them: 8 bytes of bitmap per granule, 4 per

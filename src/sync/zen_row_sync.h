@@ -30,6 +30,10 @@ class ZenRowSync {
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
            const std::optional<std::string>* input_problem = nullptr);
 
+  // The pull's chunks with or without views (SchemeOptions::row_views), each one exchange after
+  // the pull's counts.
+  static std::size_t pull_chunks(bool views) { return views ? 1 : kChunks; }
+
  private:
   static constexpr std::size_t kBuckets = 256;  // of strata, for balancing the pull's chunks
   // At most: each chunk adds a collective's latency and handshakes (communication alone on the
@@ -38,7 +42,7 @@ class ZenRowSync {
   static constexpr std::size_t kChunks = 3;
   // With views the decode copies nothing (it walks the keys), so there is nothing to hide: one
   // chunk, one collective.
-  std::size_t chunks() const { return views_ ? 1 : kChunks; }
+  std::size_t chunks() const { return pull_chunks(views_); }
   using Encode = std::function<std::size_t(std::size_t s0, std::size_t s1)>;
   using Size = std::function<void(std::size_t rows)>;
   using Decode = std::function<std::size_t(

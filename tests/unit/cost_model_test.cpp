@@ -55,7 +55,7 @@ TEST(CostModel, LatencyFavoursFewRoundsForTinyMessages) {
   Network net{1e-3, 25e9 / 8};
   auto p = profile(1e-7, 1.0, 1.0);
   p.gamma_pow2 = {1, 1, 1, 1, 1};
-  p.zen_pull_chunks = 2;
+  p.zen_pull_rounds = 3;
   // SparCML's log2(16) = 4 rounds beat Zen's 5 (push counts, push, pull counts, 2 pull chunks).
   EXPECT_LT(sparcml_time(p, net), zen_time(p, net));
 }
@@ -69,9 +69,11 @@ TEST(CostModel, LatencyCountsRoundsNotMessages) {
   p.ranks = 8;
   EXPECT_DOUBLE_EQ(allreduce_time(p, slow), 6 * 0.1);
   EXPECT_DOUBLE_EQ(agsparse_time(p, slow), (3 + 7) * 0.1);
-  EXPECT_DOUBLE_EQ(zen_time(p, slow), 4 * 0.1);
-  p.zen_pull_chunks = 3;  // a pull in 3 chunks, one after another
+  EXPECT_DOUBLE_EQ(zen_time(p, slow), 4 * 0.1);  // push counts, push, pull counts, one chunk
+  p.zen_pull_rounds = 4;                         // counts, then 3 chunks one after another
   EXPECT_DOUBLE_EQ(zen_time(p, slow), 6 * 0.1);
+  p.zen_pull_rounds = 1;  // one exchange, no counts first
+  EXPECT_DOUBLE_EQ(zen_time(p, slow), 3 * 0.1);
   EXPECT_DOUBLE_EQ(sparcml_time(p, slow), 3 * 0.1);
   p.ranks = 6;                                             // not a power of two
   EXPECT_DOUBLE_EQ(sparcml_time(p, slow), (2 + 2) * 0.1);  // doubling over 4, fold in and out

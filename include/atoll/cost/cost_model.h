@@ -30,7 +30,9 @@ struct SparsityProfile {
   double block_gamma_n = 1;        // densification of non-zero blocks across n ranks
   std::uint64_t block_elements = 256;
   int index_bytes = 4;
-  std::uint32_t zen_pull_chunks = 1;  // Zen's pull rounds (its chunks travel one after another)
+  // Zen's pull: its exchanges one after another (its counts, then each chunk; 1 where it needs no
+  // counts first: zen_partition.h, zen_pull_in_one_exchange).
+  std::uint32_t zen_pull_rounds = 2;
 };
 
 struct Estimate {
