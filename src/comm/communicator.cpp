@@ -895,60 +895,68 @@ void Communicator::alltoall_raw(const void* send, void* recv, std::size_t bytes_
   traffic_.bytes_received += bytes_each * (size_ - 1);
 }
 
-std::vector<std::size_t> Communicator::allgather_bounded_raw(
-    const void* send, std::size_t send_count, std::span<const std::size_t> max_counts, void* recv,
+std::vector<std::size_t> Communicator::alltoallv_bounded_raw(
+    const void* send, std::span<const std::size_t> send_counts,
+    std::span<const std::size_t> send_offsets, std::span<const std::size_t> max_counts, void* recv,
     std::size_t recv_count, std::size_t elem_bytes) {
-  const WatchedCall watched("allgather_bounded", rank_, size_, !impl_->owns_comm);
+  const WatchedCall watched("bounded exchange", rank_, size_, !impl_->owns_comm);
   impl_->post_pending_stages(rank_);
   const auto n = static_cast<std::size_t>(size_);
-  const std::string where = "rank " + std::to_string(rank_) + ": allgather_bounded: ";
+  const auto me = static_cast<std::size_t>(rank_);
+  const std::string where = "rank " + std::to_string(rank_) + ": bounded exchange: ";
   std::size_t bound_total = 0;
   for (auto c : max_counts) bound_total += c;
-  if (max_counts.size() != n || recv_count < bound_total) {
-    throw CommError(where + std::to_string(max_counts.size()) + " bounds for " + std::to_string(n) +
+  if (send_counts.size() != n || send_offsets.size() != n || max_counts.size() != n ||
+      recv_count < bound_total) {
+    throw CommError(where + std::to_string(send_counts.size()) + " send counts, " +
+                    std::to_string(max_counts.size()) + " bounds for " + std::to_string(n) +
                     " ranks, room for " + std::to_string(recv_count) + " elements of " +
                     std::to_string(bound_total));
   }
   MPI_Datatype t = impl_->element_type(elem_bytes);
+  const auto* in = static_cast<const char*>(send);
   auto* out = static_cast<char*>(recv);
   std::vector<std::size_t> offset(n, 0), counts(n, 0);
   for (std::size_t r = 1; r < n; ++r) offset[r] = offset[r - 1] + max_counts[r - 1];
-  // Sent in full even when over its bound: the receivers' truncation errors end the call there.
-  const int count = checked_count(send_count, rank_, "allgather_bounded");
+  // Sent in full even when over a bound: the receivers' truncation errors end the call there.
   std::vector<MPI_Request> requests;
   requests.reserve(2 * (n - 1));
   for (std::size_t q = 0; q < n; ++q) {
-    if (q == static_cast<std::size_t>(rank_)) continue;
+    if (q == me) continue;
     requests.push_back(MPI_REQUEST_NULL);
     impl_->check(MPI_Irecv(out + offset[q] * elem_bytes,
-                           checked_count(max_counts[q], rank_, "allgather_bounded"), t,
+                           checked_count(max_counts[q], rank_, "bounded exchange"), t,
                            static_cast<int>(q), kExchangeTag, impl_->comm, &requests.back()),
-                 rank_, "MPI_Irecv (allgather_bounded)");
+                 rank_, "MPI_Irecv (bounded exchange)");
   }
   for (std::size_t q = 0; q < n; ++q) {
-    if (q == static_cast<std::size_t>(rank_)) continue;
+    if (q == me) continue;
     requests.push_back(MPI_REQUEST_NULL);
-    impl_->check(
-        MPI_Isend(send, count, t, static_cast<int>(q), kExchangeTag, impl_->comm, &requests.back()),
-        rank_, "MPI_Isend (allgather_bounded)");
+    impl_->check(MPI_Isend(in + send_offsets[q] * elem_bytes,
+                           checked_count(send_counts[q], rank_, "bounded exchange"), t,
+                           static_cast<int>(q), kExchangeTag, impl_->comm, &requests.back()),
+                 rank_, "MPI_Isend (bounded exchange)");
+    traffic_.bytes_sent += send_counts[q] * elem_bytes;
   }
   std::vector<MPI_Status> status(requests.size());
   impl_->check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), status.data()),
-               rank_, "MPI_Waitall (allgather_bounded)");
+               rank_, "MPI_Waitall (bounded exchange)");
   for (std::size_t q = 0, k = 0; q < n; ++q) {
-    if (q == static_cast<std::size_t>(rank_)) continue;
+    if (q == me) continue;
     int got = 0;
-    impl_->check(MPI_Get_count(&status[k++], t, &got), rank_, "MPI_Get_count (allgather_bounded)");
+    impl_->check(MPI_Get_count(&status[k++], t, &got), rank_, "MPI_Get_count (bounded exchange)");
     counts[q] = static_cast<std::size_t>(got);
     traffic_.bytes_received += counts[q] * elem_bytes;
   }
-  traffic_.bytes_sent += send_count * elem_bytes * (n - 1);
-  if (send_count > max_counts[rank_]) {
-    throw CommError(where + "this rank's block has " + std::to_string(send_count) +
-                    " elements, over its bound of " + std::to_string(max_counts[rank_]));
+  if (send_counts[me] > max_counts[me]) {
+    throw CommError(where + "this rank's own block has " + std::to_string(send_counts[me]) +
+                    " elements, over its bound of " + std::to_string(max_counts[me]));
   }
-  if (send_count > 0) std::memcpy(out + offset[rank_] * elem_bytes, send, send_count * elem_bytes);
-  counts[rank_] = send_count;
+  if (send_counts[me] > 0) {
+    std::memcpy(out + offset[me] * elem_bytes, in + send_offsets[me] * elem_bytes,
+                send_counts[me] * elem_bytes);
+  }
+  counts[me] = send_counts[me];
   return counts;
 }
 

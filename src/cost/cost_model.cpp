@@ -18,10 +18,11 @@ double allgatherv_latency(const SparsityProfile& p, const Network& net) {
 }
 // An alltoall of counts then an alltoallv of data, each to every peer at once.
 double push_latency(const Network& net) { return latency(net, 2); }
-// Zen's push (counts, then entries) and pull (its counts, then its chunks one after another; or
-// one exchange), each exchange to every peer at once.
+// Zen's push (counts, then entries) and pull (counts, then its chunks one after another), or each
+// in one exchange; every exchange to every peer at once.
 double zen_latency(const SparsityProfile& p, const Network& net) {
-  const double rounds = 2.0 + std::max<std::uint32_t>(1, p.zen_pull_rounds);
+  const double rounds =
+      std::max<std::uint32_t>(1, p.zen_push_rounds) + std::max<std::uint32_t>(1, p.zen_pull_rounds);
   return latency(net, rounds);
 }
 }  // namespace

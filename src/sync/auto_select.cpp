@@ -271,8 +271,8 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     if (w > 1)  // rows (zen_row_sync.h): counts, then a fixed number of chunks
       p.zen_pull_rounds =
           static_cast<std::uint32_t>(1 + ZenRowSync::pull_chunks(options_.row_views));
-    else if (zen_pull_in_one_exchange(M, servers, sizeof(Index), min_block))
-      p.zen_pull_rounds = 1;
+    else if (zen_exchanges_without_counts(M, servers, sizeof(Index), min_block))
+      p.zen_push_rounds = p.zen_pull_rounds = 1;
     else
       p.zen_pull_rounds =
           1 + zen_pull_chunks_for(pull_weight, servers, options_.zen_pull_chunks, min_block);

@@ -121,10 +121,14 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       zen_partition(grad, layout_, part);
     }
     std::vector<Entry<Index>>& received = sc.received;
+    // On a latency-bound network (or at a small M), push and pull go without counts first.
+    const bool direct = without_counts(comm, sizeof(Index));
     {
       PhaseScope phase(comm, out.stats, "push");
       std::vector<std::size_t>& recv_counts = sc.recv_counts;
-      groups_.push<Index>(comm, part, received, recv_counts);
+      // Each rank sends this server at most one entry per slot.
+      groups_.push<Index>(comm, part, received, recv_counts,
+                          direct ? std::optional(layout_.slot_count(rank)) : std::nullopt);
       comm::ChargedWork work(comm, op_check_push_, static_cast<double>(received.size()));
       zen_check_push<Index>(layout_, rank, received, recv_counts);
       out.stats.push_load_bytes = (received.size() - recv_counts[rank]) * sizeof(Entry<Index>);
@@ -145,8 +149,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     // size; then each server encodes chunk p+1 and puts it on the wire while every rank decodes
     // chunk p into its place in the sorted result.
     util::fault_point("pull");  // --inject-fault kill/stop at the pull (not a PhaseScope)
-    if (pull_in_one_exchange(comm, sizeof(Index)))
-      return pull_one_exchange<Index>(comm, parallel, out);
+    if (direct) return pull_one_exchange<Index>(comm, parallel, out);
     const double pull_start = comm.wtime();
     const auto traffic_start = comm.traffic();
     double decode_s = 0, encode_s = 0;
@@ -302,12 +305,14 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
  private:
   // Where even the largest pull a call could have (every slot non-zero, each server's block at its
   // bound) fits in one chunk of the smallest block (prepare(): a latency-bound network, or a small
-  // M), the pull needs no counts first: one exchange whose receivers know each block's bound, the
-  // blocks' headers carrying their sizes (Communicator::allgather_bounded). Flat pulls only.
-  bool pull_in_one_exchange(Communicator& comm, std::size_t index_bytes) {
+  // M), push and pull need no counts first: one exchange each whose receivers know a bound on
+  // what each rank sends (a server's slots; each block's bound), the messages' sizes (and the
+  // pull blocks' headers) telling the rest (Communicator::alltoallv_bounded, allgather_bounded).
+  // Flat exchanges only; the receive buffers hold M entries and M pull-block bounds.
+  bool without_counts(Communicator& comm, std::size_t index_bytes) {
     const auto n = static_cast<std::uint32_t>(comm.size());
     if (groups_.resolve(comm) != 1 ||
-        !zen_pull_in_one_exchange(layout_.elements(), n, index_bytes, pull_min_block_))
+        !zen_exchanges_without_counts(layout_.elements(), n, index_bytes, pull_min_block_))
       return false;
     bound_.resize(n);
     for (std::uint32_t j = 0; j < n; ++j)
@@ -403,7 +408,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   std::uint64_t pull_min_block_;  // SchemeOptions::zen_pull_min_block, then prepare()'s
   std::optional<cost::Network> network_;  // SchemeOptions::network, or prepare()'s probe
   bool min_block_sized_ = false;
-  std::vector<std::size_t> bound_;  // pull_in_one_exchange: each server's largest block
+  std::vector<std::size_t> bound_;  // without_counts: each server's largest pull block
   unsigned threads_ = 0;            // resolved on the first call (comm::resolve_threads)
   std::string name_;
   PullCoding coding_;

@@ -441,10 +441,10 @@ TEST(GoldenZenPullChunks, OneThreeAndSixtyFour) {
   }
 }
 
-// The pull in one exchange, no counts first (zen.cpp, pull_in_one_exchange: where the largest
-// possible pull fits one chunk, as on a WAN), in every format and both index widths: exact; and
-// the rounds it reports against the counted pull's.
-TEST(GoldenZenPullInOneExchange, EveryFormatExact) {
+// Push and pull in one exchange each, no counts first (zen.cpp, without_counts: where the largest
+// possible pull fits one chunk, as on a WAN), in every pull format and both index widths: exact;
+// and the pull's rounds it reports against the counted pull's.
+TEST(GoldenZenWithoutCounts, EveryFormatExact) {
   sync::SchemeOptions one;
   one.zen_pull_min_block = std::uint64_t{1} << 40;  // every pull fits "one chunk"
   for (const char* scheme : {"zen", "zen_coo", "zen_ef"}) {

@@ -72,8 +72,8 @@ TEST(CostModel, LatencyCountsRoundsNotMessages) {
   EXPECT_DOUBLE_EQ(zen_time(p, slow), 4 * 0.1);  // push counts, push, pull counts, one chunk
   p.zen_pull_rounds = 4;                         // counts, then 3 chunks one after another
   EXPECT_DOUBLE_EQ(zen_time(p, slow), 6 * 0.1);
-  p.zen_pull_rounds = 1;  // one exchange, no counts first
-  EXPECT_DOUBLE_EQ(zen_time(p, slow), 3 * 0.1);
+  p.zen_push_rounds = p.zen_pull_rounds = 1;  // one exchange each, no counts first
+  EXPECT_DOUBLE_EQ(zen_time(p, slow), 2 * 0.1);
   EXPECT_DOUBLE_EQ(sparcml_time(p, slow), 3 * 0.1);
   p.ranks = 6;                                             // not a power of two
   EXPECT_DOUBLE_EQ(sparcml_time(p, slow), (2 + 2) * 0.1);  // doubling over 4, fold in and out

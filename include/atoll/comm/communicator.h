@@ -328,17 +328,33 @@ class Communicator {
     alltoallv_raw(send.data(), send_counts, recv.data(), recv_counts, sizeof(T));
   }
 
-  // Every rank's block to every rank in one exchange where receivers know only a bound on each
-  // rank's size, not the size (no counts exchanged first: one latency less). `recv` holds
-  // max_counts[r] elements for rank r, in rank order, each at the sum of the bounds before it;
-  // returns the counts received. A block over its bound fails on every rank (CommError: its
-  // receivers' messages are truncated, its sender checks its own).
+  // Exchanges where receivers know only a bound on what each rank sends them, not the count (no
+  // counts exchanged first: one latency less). `recv` holds max_counts[r] elements for rank r, in
+  // rank order, each at the sum of the bounds before it; they return the counts received. A
+  // block over its bound fails on every rank it reaches (CommError: its receivers' messages are
+  // truncated, its sender checks its own).
+  // alltoallv_bounded: send_counts[r] elements to rank r, consecutive in `send`.
+  template <class T>
+  std::vector<std::size_t> alltoallv_bounded(std::span<const T> send,
+                                             std::span<const std::size_t> send_counts,
+                                             std::span<const std::size_t> max_counts,
+                                             std::span<T> recv) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::vector<std::size_t> offsets(send_counts.size(), 0);
+    for (std::size_t r = 1; r < offsets.size(); ++r)
+      offsets[r] = offsets[r - 1] + send_counts[r - 1];
+    return alltoallv_bounded_raw(send.data(), send_counts, offsets, max_counts, recv.data(),
+                                 recv.size(), sizeof(T));
+  }
+  // allgather_bounded: the same block `send` to every rank.
   template <class T>
   std::vector<std::size_t> allgather_bounded(std::span<const T> send,
                                              std::span<const std::size_t> max_counts,
                                              std::span<T> recv) {
     static_assert(std::is_trivially_copyable_v<T>);
-    return allgather_bounded_raw(send.data(), send.size(), max_counts, recv.data(), recv.size(),
+    const std::vector<std::size_t> counts(max_counts.size(), send.size()),
+        offsets(max_counts.size(), 0);
+    return alltoallv_bounded_raw(send.data(), counts, offsets, max_counts, recv.data(), recv.size(),
                                  sizeof(T));
   }
 
@@ -426,7 +442,9 @@ class Communicator {
   // Refuses (CommError) a request posted on another communicator.
   void check_owner(const Request& request, const char* call) const;
   void alltoall_raw(const void* send, void* recv, std::size_t bytes_each);
-  std::vector<std::size_t> allgather_bounded_raw(const void* send, std::size_t send_count,
+  std::vector<std::size_t> alltoallv_bounded_raw(const void* send,
+                                                 std::span<const std::size_t> send_counts,
+                                                 std::span<const std::size_t> send_offsets,
                                                  std::span<const std::size_t> max_counts,
                                                  void* recv, std::size_t recv_count,
                                                  std::size_t elem_bytes);

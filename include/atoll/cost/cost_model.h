@@ -30,8 +30,10 @@ struct SparsityProfile {
   double block_gamma_n = 1;        // densification of non-zero blocks across n ranks
   std::uint64_t block_elements = 256;
   int index_bytes = 4;
-  // Zen's pull: its exchanges one after another (its counts, then each chunk; 1 where it needs no
-  // counts first: zen_partition.h, zen_pull_in_one_exchange).
+  // Zen's exchanges one after another: the push's (counts, then entries) and the pull's (counts,
+  // then each chunk); 1 each where they need no counts first (zen_partition.h,
+  // zen_exchanges_without_counts).
+  std::uint32_t zen_push_rounds = 2;
   std::uint32_t zen_pull_rounds = 2;
 };
 

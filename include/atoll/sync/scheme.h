@@ -53,7 +53,7 @@ struct SyncStats {
   std::uint64_t push_load_bytes = 0;
   std::uint64_t pull_load_bytes = 0;
   // Zen's element path: the exchanges its pull took one after another (its counts, then each
-  // chunk; 1 where it needs no counts first: zen.cpp, pull_in_one_exchange). 0 elsewhere.
+  // chunk; 1 where it needs no counts first: zen.cpp, without_counts). 0 elsewhere.
   std::uint32_t pull_rounds = 0;
   std::string chosen;      // `auto`: the scheme it ran
   std::string reason;      // `auto`: why (candidates' model estimates and measured times)

@@ -164,11 +164,11 @@ std::uint64_t zen_pull_min_block(std::uint64_t configured, double latency_s,
 // the larger of the bitmap and indices or Elias-Fano, 4 bytes per slot): what a receiver that
 // does not know the block's size makes room for.
 std::size_t zen_pull_block_bound(std::size_t slots, std::size_t index_bytes);
-// Whether Zen's pull over M elements from `servers` servers goes in one exchange, no counts first:
-// where even the largest pull it could have (every server's block at its bound) fits one chunk of
-// min_block_bytes blocks (never with min_block_bytes 0: the most chunks).
-bool zen_pull_in_one_exchange(std::uint64_t elements, std::uint32_t servers,
-                              std::size_t index_bytes, std::uint64_t min_block_bytes);
+// Whether Zen's push and pull over M elements among `servers` ranks go without counts first (one
+// exchange each): where even the largest pull it could have (every server's block at its bound)
+// fits one chunk of min_block_bytes blocks (never with min_block_bytes 0: the most chunks).
+bool zen_exchanges_without_counts(std::uint64_t elements, std::uint32_t servers,
+                                  std::size_t index_bytes, std::uint64_t min_block_bytes);
 // How a server codes the indices of its pull blocks; it announces this with its counts, so that
 // every receiver knows every block's format and size from the counts alone.
 enum class PullCoding : std::uint8_t {
