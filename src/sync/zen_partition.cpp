@@ -383,7 +383,7 @@ std::size_t zen_pull_block_bound(std::size_t slots, std::size_t index_bytes) {
 }
 
 bool zen_exchanges_without_counts(std::uint64_t elements, std::uint32_t servers,
-                              std::size_t index_bytes, std::uint64_t min_block_bytes) {
+                                  std::size_t index_bytes, std::uint64_t min_block_bytes) {
   if (min_block_bytes == 0 || servers == 0) return false;
   // The bound is affine in the slots, and the servers' slots are the granules' (each granule has
   // one owner): the sum of the servers' bounds.
