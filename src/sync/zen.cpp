@@ -69,6 +69,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   }
   // The pull's smallest block for this network (zen_pull_min_block): from SchemeOptions::network
   // (auto's probe), else probed here once (collective), where the pull could take several chunks.
+  // Only where a caller asks (bench sync does, before timing; auto passes its network): a probe
+  // inside a call would add its bytes and time to that call (a trainer meters both).
   void prepare(Communicator& comm) override {
     if (min_block_sized_) return;
     min_block_sized_ = true;
@@ -96,7 +98,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     // zen_rows.h: one index per row; with the check in the push, every call (every rank alike).
     if (check_in_push_) return rows_->run(comm, grad, out, &input_problem_);
     if (grad.width > 1) return rows_->run(comm, grad, out);
-    prepare(comm);
+    if (network_) prepare(comm);  // a network given (auto's): no probe, no message
     const auto n = static_cast<std::uint32_t>(comm.size());
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     const std::uint64_t M = grad.elements;
