@@ -4,7 +4,8 @@
 # probe finds the platform's 25 Gbit/s within 10%; the phases' network times add up to
 # network_bound_s; no scheme beats its bound by more than 10% (the probe's error; a single phase
 # can: Zen's pull completes its transfers in the decode's progress calls); allreduce's bound is
-# that of 2(n-1)/n of the gradient's bytes; the text output prints the ratio.
+# that of 2(n-1)/n of the gradient's bytes, its input check a phase of its own; the text output
+# prints the ratio.
 # usage: bench_breakdown_test.sh SIMULATE_SCRIPT
 set -uo pipefail
 simulate=$1
@@ -29,8 +30,11 @@ for r in rows:
     assert r["network_bound_s"] > 0 and r["network_bound_s"] <= 1.1 * r["time_min_s"], r
     assert sorted(p["phase"] for p in r["phases"]) == sorted(r["phase_time_s"]), r
 allreduce = next(r for r in rows if r["scheme"] == "allreduce")
-moved = sum(p["bytes_sent_max"] for p in allreduce["phases"])
+moved = sum(p["bytes_sent_max"] for p in allreduce["phases"] if p["phase"] != "check")
 assert moved == int(2 * 7 / 8 * 4e6), moved
+# The input check is a phase of its own: 5 words of 8 B to each of the 7 peers at once.
+check = [p for p in allreduce["phases"] if p["phase"] == "check"]
+assert len(check) == 1 and check[0]["bytes_sent_max"] == 7 * 40, allreduce["phases"]
 print("ok   --breakdown: " + ", ".join(f"{r['scheme']} {r['network_ratio']:.2f}x" for r in rows)
       + f" its network bound (probed {allreduce['network_bandwidth_bytes_per_s'] * 8 / 1e9:.1f}"
       " Gbit/s)")

@@ -1,9 +1,10 @@
 // The network as the alpha-beta model sees it, measured on the communicator's own links: α from
 // a ping-pong of 8 B, b from one of 1 MiB, between rank pairs (r, r + n/2), all pairs at once,
-// the slowest pair taken, best of 3 (the simulated network under SMPI). With nodes of several
-// consecutive ranks, pairs span nodes, and the node's ranks share its link: b is then the share
-// of one rank when all send at once. `auto` ranks schemes with it;
-// `bench sync --breakdown` charges each phase's bytes with it.
+// the slowest pair taken, best of 3 (the simulated network under SMPI); α no less than one round
+// of 8 B to every peer at once, timed over rounds back to back (up to kDirectRanks ranks). With
+// nodes of several consecutive ranks, pairs span nodes, and the node's ranks share its link: b is
+// then the share of one rank when all send at once. `auto` ranks schemes with it; `bench sync
+// --breakdown` charges each phase's bytes with it.
 #pragma once
 
 #include "atoll/comm/communicator.h"

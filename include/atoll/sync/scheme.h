@@ -206,6 +206,22 @@ void settle_input(Communicator& comm, const InputVerdicts& all,
                   const std::optional<std::string>& problem, std::uint64_t elements,
                   std::uint32_t width);
 
+// Records one phase (time and metered traffic) into `stats` when it goes out of scope.
+class PhaseScope {
+ public:
+  PhaseScope(Communicator& comm, SyncStats& stats, std::string name);
+  ~PhaseScope();
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Communicator& comm_;
+  SyncStats& stats_;
+  std::string name_;
+  double start_s_;
+  comm::TrafficCounters start_;
+};
+
 // CRTP adapter: a scheme implements
 // `template <class Index> void run(Communicator&, const SparseGradient<Index>&,
 // SyncResult<Index>&)` and finds `out` with its stats cleared. Unless it takes blocks
@@ -226,14 +242,16 @@ class SchemeBase : public SyncScheme {
   template <class Index>
   void dispatch(Communicator& c, const SparseGradient<Index>& g, SyncResult<Index>& out,
                 SparseGradient<Index>& expanded) {
+    out.stats = {};
     if (std::exchange(skip_input_check_, false)) {  // checked by the caller
       input_problem_.reset();
     } else if (static_cast<const Derived*>(this)->checks_input_itself()) {  // run() settles it
       input_problem_ = local_input_problem(c, *this, g.check(), g.elements, g.value_count());
     } else {
+      // A phase of its own: one network latency per call, which a breakdown should show.
+      PhaseScope phase(c, out.stats, "check");
       check_input(c, *this, g.check(), g.elements, g.value_count(), g.width);
     }
-    out.stats = {};
     out.sparse.width = 1;
     out.views.clear();
     if (g.width > 1 && !takes_blocks()) {
@@ -251,22 +269,6 @@ class SchemeBase : public SyncScheme {
   // same answer); run() then finds this rank's problem here and must call settle_input.
   bool checks_input_itself() const { return false; }
   std::optional<std::string> input_problem_;
-};
-
-// Records one phase (time and metered traffic) into `stats` when it goes out of scope.
-class PhaseScope {
- public:
-  PhaseScope(Communicator& comm, SyncStats& stats, std::string name);
-  ~PhaseScope();
-  PhaseScope(const PhaseScope&) = delete;
-  PhaseScope& operator=(const PhaseScope&) = delete;
-
- private:
-  Communicator& comm_;
-  SyncStats& stats_;
-  std::string name_;
-  double start_s_;
-  comm::TrafficCounters start_;
 };
 
 }  // namespace atl::sync
