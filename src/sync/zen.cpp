@@ -32,6 +32,7 @@
 #include "common.h"
 #include "schemes.h"
 #include "zen_groups.h"
+#include "zen_push_verdict.h"
 #include "zen_row_sync.h"
 
 namespace atl::sync {
@@ -80,8 +81,9 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         zen_pull_min_block(pull_min_block_, network_->latency_s, network_->bandwidth_bytes_per_s,
                            static_cast<std::uint32_t>(comm.size()));
   }
-  // SchemeOptions::zen_check_in_push: the row path's push carries the input check.
-  bool checks_input_itself() const { return check_in_push_; }
+  // SchemeOptions::zen_check_in_push: the row path's push carries the input check; and after a
+  // call without counts, the element path's push does (run_agreed).
+  bool checks_input_itself() const { return check_in_push_ || agreed_.has_value(); }
   std::string_view name() const override { return name_; }
   bool takes_blocks() const override { return true; }
   std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {
@@ -97,61 +99,141 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
     // zen_rows.h: one index per row; with the check in the push, every call (every rank alike).
     if (check_in_push_) return rows_->run(comm, grad, out, &input_problem_);
+    // After a call that went without counts, the input check rides in the push (restored only
+    // when a call completes: an error leaves the next call to check_input, on every rank alike).
+    if (const auto agreed = std::exchange(agreed_, std::nullopt)) {
+      if (run_agreed<Index>(comm, grad, out, *agreed)) return;
+      // Some rank's input changed form: checked as a first call is, then a first call's path.
+      PhaseScope phase(comm, out.stats, "check");
+      check_input(comm, *this, grad.check(), grad.elements, grad.value_count(), grad.width);
+    }
     if (grad.width > 1) return rows_->run(comm, grad, out);
     if (network_) prepare(comm);  // a network given (auto's): no probe, no message
-    const auto n = static_cast<std::uint32_t>(comm.size());
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     const std::uint64_t M = grad.elements;
-    if (!layout_.matches(M, n, seed_)) {
+    if (!layout_.matches(M, comm.size(), seed_)) {
       PhaseScope phase(comm, out.stats, "layout");  // once per (M, n): not part of a step
-      layout_ = HashLayout(M, n, seed_);
+      layout_ = HashLayout(M, static_cast<std::uint32_t>(comm.size()), seed_);
     }
-
-    if (threads_ == 0) threads_ = comm::resolve_threads(threads_requested_, comm.ranks_on_node());
+    partition<Index>(comm, grad, out);
     Scratch<Index>& sc = scratch<Index>();
-    // With worker threads the aggregation, the encode and each chunk's decode are split into
-    // ranges done in parallel (no MPI progress calls inside; comm::run_parallel charges the
-    // section's wall time under SMPI).
-    const sync::ParallelTasks parallel = [&](std::size_t tasks,
-                                             const std::function<void(std::size_t)>& task) {
-      comm::run_parallel(comm, threads_, tasks, task);
-    };
-    HashPartition<Index>& part = sc.part;
-    {
-      PhaseScope phase(comm, out.stats, "partition");
-      comm::ChargedWork work(comm, op_partition_, static_cast<double>(grad.nnz()));
-      zen_partition(grad, layout_, part);
-    }
-    std::vector<Entry<Index>>& received = sc.received;
     // On a latency-bound network (or at a small M), push and pull go without counts first.
     const bool direct = without_counts(comm, sizeof(Index));
     {
       PhaseScope phase(comm, out.stats, "push");
-      std::vector<std::size_t>& recv_counts = sc.recv_counts;
-      // Each rank sends this server at most one entry per slot.
-      groups_.push<Index>(comm, part, received, recv_counts,
-                          direct ? std::optional(layout_.slot_count(rank)) : std::nullopt);
-      comm::ChargedWork work(comm, op_check_push_, static_cast<double>(received.size()));
-      zen_check_push<Index>(layout_, rank, received, recv_counts);
-      out.stats.push_load_bytes = (received.size() - recv_counts[rank]) * sizeof(Entry<Index>);
+      if (direct) {
+        zen_push_with_verdict<Index>(comm, &sc.part, PushVerdict{0, 1, M}, layout_.slot_count(rank),
+                                     sizeof(Entry<Index>), sc.pushed, sc.received, sc.recv_counts);
+      } else {
+        groups_.push<Index>(comm, sc.part, sc.received, sc.recv_counts);
+      }
+      check_push<Index>(comm, out);
     }
-    // Aggregate: sums over this server's slots, non-zero counts per bucket of the index space.
+    aggregate<Index>(comm, out);
+    util::fault_point("pull");  // --inject-fault kill/stop at the pull (not a PhaseScope)
+    if (direct) {
+      pull_one_exchange<Index>(comm, out);
+      agreed_ = Agreed{M, sizeof(Index)};
+      return;
+    }
+    pull_chunked<Index>(comm, out);
+  }
+
+ private:
+  // The form of input every rank's last call was checked in (M, index width; block width 1).
+  struct Agreed {
+    std::uint64_t elements;
+    std::size_t index_bytes;
+  };
+
+  // A call after one that went without counts: the push carries every rank's verdict (a problem
+  // fails the call on every rank, named; an input of another form sends nothing and returns
+  // false on every rank, for the caller to check). True when done.
+  template <class Index>
+  bool run_agreed(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
+                  const Agreed& agreed) {
+    const auto rank = static_cast<std::uint32_t>(comm.rank());
+    const bool changed =
+        grad.width != 1 || grad.elements != agreed.elements || sizeof(Index) != agreed.index_bytes;
+    const bool failed = input_problem_.has_value();
+    PushVerdict mine{(failed ? PushVerdict::kFailed : 0u) | (changed ? PushVerdict::kChanged : 0u),
+                     grad.width, grad.elements};
+    Scratch<Index>& sc = scratch<Index>();
+    if (!changed && !failed) partition<Index>(comm, grad, out);
+    const std::size_t entry_bytes = agreed.index_bytes == sizeof(std::uint32_t)
+                                        ? sizeof(Entry<std::uint32_t>)
+                                        : sizeof(Entry<std::uint64_t>);
+    {
+      PhaseScope phase(comm, out.stats, "push");
+      const PushVerdicts all = zen_push_with_verdict<Index>(
+          comm, changed || failed ? nullptr : &sc.part, mine, layout_.slot_count(rank), entry_bytes,
+          sc.pushed, sc.received, sc.recv_counts);
+      if (all.all.failed) settle_input(comm, all.all, input_problem_, grad.elements, grad.width);
+      if (all.changed) return false;
+      check_push<Index>(comm, out);
+    }
+    aggregate<Index>(comm, out);
+    util::fault_point("pull");
+    pull_one_exchange<Index>(comm, out);
+    agreed_ = agreed;
+    return true;
+  }
+
+  template <class Index>
+  void partition(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
+    if (threads_ == 0) threads_ = comm::resolve_threads(threads_requested_, comm.ranks_on_node());
+    PhaseScope phase(comm, out.stats, "partition");
+    comm::ChargedWork work(comm, op_partition_, static_cast<double>(grad.nnz()));
+    zen_partition(grad, layout_, scratch<Index>().part);
+  }
+
+  // Every received entry is this server's (part of the push phase).
+  template <class Index>
+  void check_push(Communicator& comm, SyncResult<Index>& out) {
+    Scratch<Index>& sc = scratch<Index>();
+    const auto rank = static_cast<std::uint32_t>(comm.rank());
+    comm::ChargedWork work(comm, op_check_push_, static_cast<double>(sc.received.size()));
+    zen_check_push<Index>(layout_, rank, sc.received, sc.recv_counts);
+    out.stats.push_load_bytes = (sc.received.size() - sc.recv_counts[rank]) * sizeof(Entry<Index>);
+  }
+
+  // Sums over this server's slots, non-zero counts per bucket of the index space.
+  template <class Index>
+  void aggregate(Communicator& comm, SyncResult<Index>& out) {
+    Scratch<Index>& sc = scratch<Index>();
+    const auto rank = static_cast<std::uint32_t>(comm.rank());
+    const std::uint64_t M = layout_.elements();
     const std::uint64_t granules = (M + kZenGranule - 1) / kZenGranule;
     if (sc.buckets.empty() || sc.buckets.back() != granules)
       sc.buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+    PhaseScope phase(comm, out.stats, "aggregate");
+    comm::ChargedWork work(comm, op_aggregate_, static_cast<double>(sc.received.size()),
+                           4.0 * static_cast<double>(layout_.slot_count(rank)));
+    zen_aggregate<Index>(layout_, rank, sc.received, sc.buckets, sc.sums, threads_, parallel(comm));
+  }
+
+  // With worker threads the aggregation, the encode and each chunk's decode are split into ranges
+  // done in parallel (no MPI progress calls inside; comm::run_parallel charges the section's wall
+  // time under SMPI).
+  sync::ParallelTasks parallel(Communicator& comm) const {
+    return [&comm, threads = threads_](std::size_t tasks,
+                                       const std::function<void(std::size_t)>& task) {
+      comm::run_parallel(comm, threads, tasks, task);
+    };
+  }
+
+  // Pull, pipelined in chunks of the index space: one small allgather of every server's
+  // per-bucket counts gives every rank the same byte-balanced chunk bounds and every block's
+  // size; then each server encodes chunk p+1 and puts it on the wire while every rank decodes
+  // chunk p into its place in the sorted result.
+  template <class Index>
+  void pull_chunked(Communicator& comm, SyncResult<Index>& out) {
+    const auto n = static_cast<std::uint32_t>(comm.size());
+    const auto rank = static_cast<std::uint32_t>(comm.rank());
+    const std::uint64_t M = layout_.elements();
+    Scratch<Index>& sc = scratch<Index>();
     const std::size_t H = sc.buckets.size() - 1;
-    {
-      PhaseScope phase(comm, out.stats, "aggregate");
-      comm::ChargedWork work(comm, op_aggregate_, static_cast<double>(received.size()),
-                             4.0 * static_cast<double>(layout_.slot_count(rank)));
-      zen_aggregate<Index>(layout_, rank, received, sc.buckets, sc.sums, threads_, parallel);
-    }
-    // Pull, pipelined in chunks of the index space: one small allgather of every server's
-    // per-bucket counts gives every rank the same byte-balanced chunk bounds and every block's
-    // size; then each server encodes chunk p+1 and puts it on the wire while every rank decodes
-    // chunk p into its place in the sorted result.
-    util::fault_point("pull");  // --inject-fault kill/stop at the pull (not a PhaseScope)
-    if (direct) return pull_one_exchange<Index>(comm, parallel, out);
+    const sync::ParallelTasks parallel = this->parallel(comm);
     const double pull_start = comm.wtime();
     const auto traffic_start = comm.traffic();
     double decode_s = 0, encode_s = 0;
@@ -291,20 +373,24 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     if (failure) std::rethrow_exception(failure);
     out.sparse.indices.resize(pos);  // drop the slack (shrinking keeps the allocation)
     out.sparse.values.resize(pos);
-    const auto& traffic_end = comm.traffic();
     out.stats.pull_load_bytes = pull_load;
     out.stats.pull_rounds = chunks + 1;
-    // Phases as in the unpipelined data path: "encode" and "decode" are this rank's CPU work in
-    // the pipeline, "pull" the rest (waiting for the network).
-    out.stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
-    out.stats.phases.push_back(
-        PhaseStats{"pull", comm.wtime() - pull_start - decode_s - encode_s,
-                   traffic_end.bytes_sent - traffic_start.bytes_sent,
-                   traffic_end.bytes_received - traffic_start.bytes_received});
-    out.stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
+    record_pull(comm, out.stats, pull_start, traffic_start, encode_s, decode_s);
   }
 
- private:
+  // The pull's phases as in the unpipelined data path: "encode" and "decode" are this rank's CPU
+  // work in the pipeline, "pull" the rest since `start` (waiting for the network).
+  static void record_pull(Communicator& comm, SyncStats& stats, double start,
+                          const comm::TrafficCounters& traffic_start, double encode_s,
+                          double decode_s) {
+    const auto& traffic_end = comm.traffic();
+    stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
+    stats.phases.push_back(PhaseStats{"pull", comm.wtime() - start - decode_s - encode_s,
+                                      traffic_end.bytes_sent - traffic_start.bytes_sent,
+                                      traffic_end.bytes_received - traffic_start.bytes_received});
+    stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
+  }
+
   // Where even the largest pull a call could have (every slot non-zero, each server's block at its
   // bound) fits in one chunk of the smallest block (prepare(): a latency-bound network, or a small
   // M), push and pull need no counts first: one exchange each whose receivers know a bound on
@@ -323,8 +409,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   }
 
   template <class Index>
-  void pull_one_exchange(Communicator& comm, const sync::ParallelTasks& parallel,
-                         SyncResult<Index>& out) {
+  void pull_one_exchange(Communicator& comm, SyncResult<Index>& out) {
+    const sync::ParallelTasks parallel = this->parallel(comm);
     const auto n = static_cast<std::uint32_t>(comm.size());
     const auto rank = static_cast<std::uint32_t>(comm.rank());
     Scratch<Index>& sc = scratch<Index>();
@@ -372,15 +458,9 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       work.set_size(static_cast<double>(got), range_bytes);
     }
     const double decode_s = comm.wtime() - t_decode;
-    const auto& traffic_end = comm.traffic();
     out.stats.pull_load_bytes = sc.block.size() * (n - 1);
     out.stats.pull_rounds = 1;
-    out.stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
-    out.stats.phases.push_back(
-        PhaseStats{"pull", comm.wtime() - pull_start - decode_s - encode_s,
-                   traffic_end.bytes_sent - traffic_start.bytes_sent,
-                   traffic_end.bytes_received - traffic_start.bytes_received});
-    out.stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
+    record_pull(comm, out.stats, pull_start, traffic_start, encode_s, decode_s);
   }
 
   // Buffers reused between calls: gradient-sized allocations (and their zero-filling) are not
@@ -394,6 +474,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     ZenServerSums<Index> sums;
     std::vector<std::uint8_t> block;  // this server's pull blocks, chunk after chunk
     std::vector<std::uint8_t> all;    // every server's blocks, chunk-major
+    VerdictPushBuffers pushed;        // the push without counts
   };
   template <class Index>
   Scratch<Index>& scratch() {
@@ -420,6 +501,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   HashLayout layout_;
   std::optional<ZenRowSync> rows_;  // gradients of blocks
   bool check_in_push_ = false;
+  std::optional<Agreed> agreed_;  // set by a call without counts that completed (run_agreed)
   Scratch<std::uint32_t> scratch32_;
   Scratch<std::uint64_t> scratch64_;
 };

@@ -61,23 +61,8 @@ std::uint32_t ZenGroups::resolve(Communicator& comm) {
 
 template <class Index>
 void ZenGroups::push(Communicator& comm, HashPartition<Index>& part,
-                     std::vector<Entry<Index>>& received, std::vector<std::size_t>& recv_counts,
-                     std::optional<std::size_t> bound) {
+                     std::vector<Entry<Index>>& received, std::vector<std::size_t>& recv_counts) {
   if (resolve(comm) > 1 && group_push_) return grouped_push(comm, part, received, recv_counts);
-  if (bound && resolve(comm) == 1) {
-    const auto n = static_cast<std::size_t>(comm.size());
-    received.resize(n * *bound);
-    const std::vector<std::size_t> bounds(n, *bound);
-    recv_counts = comm.alltoallv_bounded<Entry<Index>>(part.entries, part.counts, bounds, received);
-    std::size_t at = 0;  // the blocks end to end, as the counted exchange leaves them
-    for (std::size_t r = 0; r < n; ++r) {
-      std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(r * *bound), recv_counts[r],
-                  received.begin() + static_cast<std::ptrdiff_t>(at));
-      at += recv_counts[r];
-    }
-    received.resize(at);
-    return;
-  }
   recv_counts = comm.alltoall<std::size_t>(part.counts);
   std::size_t total = 0;
   for (auto c : recv_counts) total += c;
@@ -200,7 +185,7 @@ void ZenGroups::progress_pull(Communicator& comm, PullChunk& chunk) {
 
 #define ATOLL_ZEN_PUSH_INSTANTIATE(I)                                                     \
   template void ZenGroups::push(Communicator&, HashPartition<I>&, std::vector<Entry<I>>&, \
-                                std::vector<std::size_t>&, std::optional<std::size_t>);
+                                std::vector<std::size_t>&);
 ATOLL_ZEN_PUSH_INSTANTIATE(std::uint32_t)
 ATOLL_ZEN_PUSH_INSTANTIATE(std::uint64_t)
 #undef ATOLL_ZEN_PUSH_INSTANTIATE

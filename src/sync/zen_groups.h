@@ -49,12 +49,10 @@ class ZenGroups {
   // push's blocks come from one rank per group). Every received index is this server's, checked
   // by the caller. The grouped exchanges add their traffic between groups to comm's counters.
   // A group that does not divide n: std::invalid_argument on every rank, before any message.
-  // With a bound and flat: no counts first, one exchange (Communicator::alltoallv_bounded), every
-  // rank sending this server at most `bound` entries (0 for a server without slots). Every rank
-  // passes a bound or none.
+  // (The push without counts: zen_push_verdict.h.)
   template <class Index>
   void push(Communicator& comm, HashPartition<Index>& part, std::vector<Entry<Index>>& received,
-            std::vector<std::size_t>& recv_counts, std::optional<std::size_t> bound = {});
+            std::vector<std::size_t>& recv_counts);
 
   // The group size used on `comm` (1 when flat); collective on the first call.
   std::uint32_t resolve(Communicator& comm);

@@ -471,6 +471,62 @@ TEST(GoldenZenWithoutCounts, EveryFormatExact) {
   EXPECT_EQ(out.stats.pull_rounds, 4u);
 }
 
+// After a call without counts, Zen's push carries each rank's input verdict (zen_push_verdict.h):
+// the first call has a check phase, the next ones none; an input of another form on every rank
+// (M, index width, blocks) is checked again and exact; bad input on one rank, or M on one rank
+// only, fails on every rank, named; the next good call is exact.
+TEST(GoldenZenWithoutCounts, CheckRidesInThePushAfterTheFirstCall) {
+  Communicator& comm = *g_comm;
+  using sparse::ValueKind;
+  sync::SchemeOptions one;
+  one.zen_pull_min_block = std::uint64_t{1} << 40;
+  auto scheme = sync::make_scheme("zen", one);
+  const auto a = zipf_case<std::uint32_t>(100003, 0.05, ValueKind::integer, 31);
+  sync::SyncResult<std::uint32_t> out;
+  auto checked = [&] {
+    return std::any_of(out.stats.phases.begin(), out.stats.phases.end(),
+                       [](const auto& p) { return p.name == "check"; });
+  };
+  scheme->synchronize(comm, a(comm.rank(), comm.size()), out);
+  EXPECT_TRUE(checked()) << "the first call checks its input in a round of its own";
+  scheme->synchronize(comm, a(comm.rank(), comm.size()), out);
+  EXPECT_FALSE(checked()) << "the second call's check rides in the push";
+  expect_exact_calls<std::uint32_t>(*scheme, "zen", "check in the push", a, true, 2);
+  const auto b = zipf_case<std::uint32_t>(4099, 0.02, ValueKind::integer, 32);
+  expect_exact_calls<std::uint32_t>(*scheme, "zen", "M changed on every rank", b, true, 2);
+  expect_exact_calls<std::uint64_t>(*scheme, "zen", "64-bit indices on every rank",
+                                    zipf_case<std::uint64_t>(4099, 0.02, ValueKind::integer, 33),
+                                    true, 2);
+  expect_exact_calls<std::uint32_t>(*scheme, "zen", "M back", b, true, 2);
+  expect_exact_calls<std::uint32_t>(*scheme, "zen", "rows on every rank",
+                                    rows_case<std::uint32_t>(2503, 4, 0.1, 21), true, 1);
+  expect_exact_calls<std::uint32_t>(*scheme, "zen", "elements again", b, true, 2);
+  auto bad = b(comm.rank(), comm.size());
+  if (comm.rank() == comm.size() - 1) {
+    bad.indices.push_back(5000);  // past M on the last rank only
+    bad.values.push_back(1);
+  }
+  try {
+    scheme->synchronize(comm, bad, out);
+    ADD_FAILURE() << "no error on rank " << comm.rank();
+  } catch (const comm::CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+  expect_exact_calls<std::uint32_t>(*scheme, "zen", "after a refusal", b, true, 2);
+  if (comm.size() > 1) {
+    auto other_m = b(comm.rank(), comm.size());
+    if (comm.rank() == 0) other_m.elements = 4100;
+    try {
+      scheme->synchronize(comm, other_m, out);
+      ADD_FAILURE() << "no error on rank " << comm.rank();
+    } catch (const comm::CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find("element count M differs"), std::string::npos)
+          << e.what();
+    }
+    expect_exact_calls<std::uint32_t>(*scheme, "zen", "after M on one rank", b, true, 2);
+  }
+}
+
 // Zen's push and pull in groups (zen_groups.h): the smallest group size above 1 that divides the
 // world (two exchanges of several ranks each where the world has more than one group; also with the
 // pull alone grouped) and the whole world as one group; "node" (0), which is flat here (one node);
