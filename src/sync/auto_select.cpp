@@ -23,6 +23,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "atoll/comm/charged_work.h"
@@ -40,10 +41,18 @@ namespace {
 
 constexpr std::uint64_t kSampleSeed = 0xa070'5e1ec7ull;
 constexpr double kSamplesPerRank = 2048;
+// Fast calls (AutoScheme::run) between two reductions, which watch the non-zero counts' drift.
+constexpr int kWatchEvery = 8;
 
 class AutoScheme final : public SchemeBase<AutoScheme> {
  public:
-  explicit AutoScheme(const SchemeOptions& o) : options_(o) {}
+  explicit AutoScheme(const SchemeOptions& o) : options_(o) {
+    const auto names = scheme_names();
+    for (const auto& name : o.auto_schemes) {
+      if (name == "auto" || std::find(names.begin(), names.end(), name) == names.end())
+        throw std::invalid_argument("auto: no scheme named '" + name + "' to choose from");
+    }
+  }
   std::string_view name() const override { return "auto"; }
   bool takes_blocks() const override { return true; }
   // Its input check rides in the profile's reduction (one collective per call, not two), exact
@@ -62,8 +71,56 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
+    const Key key{grad.elements, sizeof(Index)};
+    // Fast calls: cleared until this call completes (an error, thrown on every rank, leaves the
+    // next call to the reduction on every rank alike).
+    if (const auto fast = std::exchange(fast_, std::nullopt)) {
+      if (++unwatched_ < kWatchEvery) return run_fast<Index>(comm, grad, out, *fast, key);
+    }
+    unwatched_ = 0;
+    run_watched<Index>(comm, grad, out, key);
+    // Twice in a row the same kind of call, settled on a scheme that checks each call's input in
+    // its own exchange (Zen without counts): the next calls skip the reduction (fast calls), every
+    // kWatchEvery-th excepted. Every rank alike: both calls' inputs were checked on every rank.
+    State& state = tuners_.at(key);
+    const auto settled = state.tuner.settled();
+    if (last_key_ == key && settled && instance(state, *settled).checks_input_in_its_exchange())
+      fast_ = key;
+    last_key_ = key;
+  }
+
+ private:
+  using Key = std::pair<std::uint64_t, std::size_t>;  // M and the index width
+
+  // One tuner per kind of call (M and index width): a trainer may sync tensors of several sizes.
+  // Each holds its own scheme instances (a scheme keeps its buffers between calls).
+  struct State {
+    SchemeTuner tuner;
+    double local_time_s = 0;  // this rank's time of the previous pick
+    std::vector<std::unique_ptr<SyncScheme>> schemes;
+  };
+
+  // A fast call: straight to the settled pick of the last kind of call, which checks this call's
+  // input on every rank in its exchange (a rank whose input is of another kind says so there, and
+  // the pick checks it on every rank as a first call: an error, or a call that ends fast calls).
+  template <class Index>
+  void run_fast(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
+                const Key& fast, const Key& key) {
+    State& state = tuners_.at(fast);
+    const SchemeTuner::Pick pick = state.tuner.next();  // the settled scheme
+    const double t0 = comm.wtime();
+    instance(state, pick.scheme).synchronize(comm, grad, out);
+    state.local_time_s = comm.wtime() - t0;
+    record_pick(out, state, pick);
+    // Completed: every rank's input was of the agreed kind, or every rank's changed alike.
+    if (key == fast) fast_ = fast;
+  }
+
+  template <class Index>
+  void run_watched(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
+                   const Key& key) {
     SyncStats profile_stats;
-    auto& state = tuners_[{grad.elements, sizeof(Index)}];
+    auto& state = tuners_[key];
     SchemeTuner::Pick pick;
     bool checked = false;  // this call's input checked here, with the pick's memory need
     {
@@ -114,20 +171,17 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     state.local_time_s = comm.wtime() - t0;
     out.stats.phases.insert(out.stats.phases.begin(), profile_stats.phases.begin(),
                             profile_stats.phases.end());
+    record_pick(out, state, pick);
+  }
+
+  template <class Index>
+  static void record_pick(SyncResult<Index>& out, const State& state,
+                          const SchemeTuner::Pick& pick) {
     out.stats.chosen = pick.scheme;
     out.stats.exploring = pick.exploring;
     out.stats.predicted_s = pick.predicted_s;
     out.stats.reason = state.tuner.reason(pick);
   }
-
- private:
-  // One tuner per kind of call (M and index width): a trainer may sync tensors of several sizes.
-  // Each holds its own scheme instances (a scheme keeps its buffers between calls).
-  struct State {
-    SchemeTuner tuner;
-    double local_time_s = 0;  // this rank's time of the previous pick
-    std::vector<std::unique_ptr<SyncScheme>> schemes;
-  };
 
   SyncScheme& instance(State& state, const std::string& name) {
     for (auto& s : state.schemes)
@@ -136,12 +190,19 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     return *state.schemes.back();
   }
 
-  // The ranked schemes whose working memory fits on every rank (a trial must not fail where
-  // synchronize() would refuse); one allreduce, at profiling only.
+  // The ranked schemes (among SchemeOptions::auto_schemes) whose working memory fits on every
+  // rank (a trial must not fail where synchronize() would refuse); one allreduce, at profiling
+  // only.
   template <class Index>
   std::vector<cost::Estimate> fitting(Communicator& comm, State& state,
                                       std::vector<cost::Estimate> ranked,
                                       const SparseGradient<Index>& grad) {
+    const auto& only = options_.auto_schemes;
+    std::erase_if(ranked, [&](const cost::Estimate& e) {
+      return !only.empty() && std::find(only.begin(), only.end(), e.scheme) == only.end();
+    });
+    if (ranked.empty())
+      throw std::invalid_argument("auto: the cost model ranked none of its schemes");
     std::vector<std::uint8_t> refused;
     for (const auto& e : ranked) {
       const auto need = instance(state, e.scheme)
@@ -290,7 +351,10 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
 
   SchemeOptions options_;
   std::optional<cost::Network> network_;
-  std::map<std::pair<std::uint64_t, std::size_t>, State> tuners_;
+  std::map<Key, State> tuners_;
+  std::optional<Key> last_key_;  // the last completed call's kind
+  std::optional<Key> fast_;      // fast calls go to this kind's settled pick
+  int unwatched_ = 0;            // fast calls since the last reduction
 };
 
 }  // namespace

@@ -84,6 +84,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   // SchemeOptions::zen_check_in_push: the row path's push carries the input check; and after a
   // call without counts, the element path's push does (run_agreed).
   bool checks_input_itself() const { return check_in_push_ || agreed_.has_value(); }
+  bool checks_input_in_its_exchange() const override { return checks_input_itself(); }
   std::string_view name() const override { return name_; }
   bool takes_blocks() const override { return true; }
   std::uint64_t dense_memory_bytes(std::uint64_t M, int n, std::uint64_t nnz) const override {

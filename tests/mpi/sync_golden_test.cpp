@@ -658,6 +658,65 @@ TEST(AutoAcrossCalls, SettledPickStillRefusesBadInputOnEveryRank) {
   expect_exact_calls<std::uint32_t>(*scheme, "auto", "after refusals", good, true, 1);
 }
 
+// `auto` settled on Zen without counts (which checks each call's input in its push) skips its own
+// reduction on 7 calls of 8 ("fast calls"): every call exact; bad input on one rank, or M on one
+// rank only, fails on every rank in a fast call too; another kind of call between them is exact;
+// names outside the schemes refused.
+TEST(AutoAcrossCalls, SettledOnZenWithoutCountsReducesEveryEighthCall) {
+  Communicator& comm = *g_comm;
+  sync::SchemeOptions zen_only;
+  zen_only.auto_schemes = {"zen"};
+  auto scheme = sync::make_scheme("auto", zen_only);
+  const auto good = zipf_case<std::uint32_t>(4099, 0.02, sparse::ValueKind::integer, 24);
+  sync::SyncResult<std::uint32_t> out;
+  auto watched = [&] {
+    return std::any_of(out.stats.phases.begin(), out.stats.phases.end(),
+                       [](const auto& p) { return p.name == "profile"; });
+  };
+  for (int call = 0; call < 8; ++call)
+    scheme->synchronize(comm, good(comm.rank(), comm.size()), out);
+  ASSERT_FALSE(out.stats.exploring) << "still a trial after 8 calls";
+  EXPECT_EQ(out.stats.chosen, "zen");
+  int reductions = 0;
+  for (int call = 0; call < 16; ++call) {
+    scheme->synchronize(comm, good(comm.rank(), comm.size()), out);
+    reductions += watched() ? 1 : 0;
+  }
+  // (One rank: Zen takes no exchange, and auto's reduction is free: every call reduces.)
+  EXPECT_EQ(reductions, comm.size() > 1 ? 2 : 16) << "of 16 settled calls";
+  expect_exact_calls<std::uint32_t>(*scheme, "auto", "fast calls", good, true, 9);
+  auto until_fast = [&] {  // the call after a reduction is a fast one
+    do scheme->synchronize(comm, good(comm.rank(), comm.size()), out);
+    while (!watched());
+  };
+  until_fast();
+  auto bad = good(comm.rank(), comm.size());
+  if (comm.rank() == comm.size() - 1) {
+    bad.indices.push_back(5000);  // past M on the last rank only
+    bad.values.push_back(1);
+  }
+  try {
+    scheme->synchronize(comm, bad, out);
+    ADD_FAILURE() << "no error on rank " << comm.rank();
+  } catch (const comm::CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+  expect_exact_calls<std::uint32_t>(*scheme, "auto", "after a refusal", good, true, 3);
+  if (comm.size() > 1) {
+    until_fast();
+    auto other_m = good(comm.rank(), comm.size());
+    if (comm.rank() == 0) other_m.elements = 4100;
+    EXPECT_THROW(scheme->synchronize(comm, other_m, out), comm::CollectiveError);
+  }
+  until_fast();
+  const auto other = zipf_case<std::uint32_t>(65536, 0.01, sparse::ValueKind::integer, 25);
+  expect_exact_calls<std::uint32_t>(*scheme, "auto", "another kind in a fast call", other, true, 1);
+  expect_exact_calls<std::uint32_t>(*scheme, "auto", "the first kind again", good, true, 9);
+  sync::SchemeOptions unknown;
+  unknown.auto_schemes = {"zen", "zenn"};
+  EXPECT_THROW(sync::make_scheme("auto", unknown), std::invalid_argument);
+}
+
 // Run only by tests/mpi/fatal_failure_test.sh (disabled otherwise): an ASSERT that fails on the
 // last rank before a collective must end the job at once on every rank, not hang its peers.
 TEST(GoldenSelfTest, DISABLED_FatalFailureOnOneRankEndsTheJob) {

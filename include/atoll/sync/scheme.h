@@ -113,6 +113,10 @@ class SyncScheme {
   // with this scheme's memory need (`auto`, in the reduction it makes anyway): the next
   // synchronize() skips its own check, a network latency.
   void skip_next_input_check() { skip_input_check_ = true; }
+  // Whether the next call checks its input on every rank inside its own data exchange, at no
+  // latency of its own (Zen without counts after a first call): `auto`, settled on such a scheme,
+  // need not reduce every call. The same answer on every rank.
+  virtual bool checks_input_in_its_exchange() const { return false; }
 
  protected:
   bool skip_input_check_ = false;
@@ -163,6 +167,9 @@ struct SchemeOptions {
   // that every rank runs the same exchanges whatever its input. For a caller whose gradients are
   // rows (the trainer's embedding).
   bool zen_check_in_push = false;
+  // `auto` chooses among these schemes only (empty: all but itself); unknown names are refused
+  // (std::invalid_argument) when it is made.
+  std::vector<std::string> auto_schemes;
   // The network the schemes plan with (sync/network_probe.h): `auto` passes its probe on; Zen
   // probes its own at its first call where absent, to size its pull chunks (zen_pull_min_block).
   std::optional<cost::Network> network;
