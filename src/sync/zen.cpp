@@ -93,7 +93,18 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     const std::uint64_t slots = M / static_cast<std::uint64_t>(n) + 64;
     const bool dense_server =
         static_cast<double>(n) * static_cast<double>(nnz) * 16 >= static_cast<double>(slots);
-    return M / 64 * 14 + (dense_server ? slots * 4 + slots / 8 : 0);
+    std::uint64_t bytes = M / 64 * 14 + (dense_server ? slots * 4 + slots / 8 : 0);
+    // Without counts (without_counts, counted at 64-bit indices): room for every rank's largest
+    // push (its entries for this server's slots) and every server's largest pull block.
+    const auto servers = static_cast<std::uint32_t>(n);
+    if (groups_.maybe_flat() &&
+        zen_exchanges_without_counts(M, servers, sizeof(std::uint64_t), pull_min_block_)) {
+      const std::uint64_t padded = (M + kZenGranule - 1) / kZenGranule * kZenGranule;
+      bytes += static_cast<std::uint64_t>(n) * (slots * sizeof(Entry<std::uint64_t>) + 16) +
+               zen_pull_block_bound(padded, sizeof(std::uint64_t)) +
+               (servers - 1) * zen_pull_block_bound(0, sizeof(std::uint64_t));
+    }
+    return bytes;
   }
 
   template <class Index>

@@ -56,6 +56,8 @@ class ZenGroups {
 
   // The group size used on `comm` (1 when flat); collective on the first call.
   std::uint32_t resolve(Communicator& comm);
+  // Whether the exchanges may be flat (before the first call: unless a group above 1 is asked).
+  bool maybe_flat() const { return group_ ? group_ == 1 : requested_ <= 1; }
 
   // One chunk of the pull in flight: post_pull sends this server's block (`mine`, counts[rank]
   // bytes; counts[j] bytes from server j) and wait_pull leaves every server's block in `recv`, in

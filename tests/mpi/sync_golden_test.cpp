@@ -469,6 +469,10 @@ TEST(GoldenZenWithoutCounts, EveryFormatExact) {
   counted.zen_pull_min_block = 0;  // always the most chunks: counts first
   sync::make_scheme("zen", counted)->synchronize(comm, grad, out);
   EXPECT_EQ(out.stats.pull_rounds, 4u);
+  // Its receive buffers count in the memory check before a call (about 12 bytes per element).
+  const std::uint64_t M = 1000000;
+  EXPECT_GE(sync::make_scheme("zen", one)->dense_memory_bytes(M, comm.size(), 0),
+            sync::make_scheme("zen", counted)->dense_memory_bytes(M, comm.size(), 0) + 12 * M);
 }
 
 // After a call without counts, Zen's push carries each rank's input verdict (zen_push_verdict.h):
