@@ -144,10 +144,12 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
                                    nnz,
                                    ~nnz,
                                    std::bit_cast<std::uint64_t>(state.local_time_s),
-                                   pick_refuses ? 1u : 0u};
+                                   pick_refuses ? 1u : 0u,
+                                   sizeof(Index),
+                                   ~std::uint64_t{sizeof(Index)}};
       comm.allreduce_direct<std::uint64_t>(v, comm::ReduceOp::max);  // one latency where few
-      settle_input(comm, InputVerdicts{v[0] != 0, ~v[2], v[1], ~v[4], v[3]}, input_problem_,
-                   grad.elements, grad.width);
+      settle_input(comm, InputVerdicts{v[0] != 0, ~v[2], v[1], ~v[4], v[3], ~v[10], v[9]},
+                   input_problem_, grad.elements, grad.width);
       const auto max_nnz = static_cast<double>(v[5]), min_nnz = static_cast<double>(~v[6]);
       if (state.tuner.awaiting()) state.tuner.record(std::bit_cast<double>(v[7]));
       const bool stale = state.tuner.stale(max_nnz, min_nnz);

@@ -96,6 +96,11 @@ void settle_input(Communicator& comm, const InputVerdicts& all,
         fmt::format("element count M differs across ranks (min {}, max {}; this rank has {})",
                     all.min_elements, all.max_elements, elements));
   }
+  if (all.min_index_bytes != all.max_index_bytes) {
+    throw comm::CollectiveError(
+        fmt::format("index width differs across ranks ({}-bit and {}-bit indices)",
+                    8 * all.min_index_bytes, 8 * all.max_index_bytes));
+  }
   if (all.min_width != all.max_width) {
     throw comm::CollectiveError(
         fmt::format("block width differs across ranks (min {}, max {}; this rank has {})",
@@ -105,15 +110,18 @@ void settle_input(Communicator& comm, const InputVerdicts& all,
 
 void check_input(Communicator& comm, const SyncScheme& scheme,
                  const std::optional<std::string>& local_problem, std::uint64_t elements,
-                 std::uint64_t local_nnz, std::uint32_t width) {
+                 std::uint64_t local_nnz, std::uint32_t width, std::uint32_t index_bytes) {
   const auto problem = local_input_problem(comm, scheme, local_problem, elements, local_nnz);
-  // One collective on the hot path: the max of (failed?, M, ~M, w, ~w) tells every rank whether
-  // any rank failed and the largest and smallest M and block width. Only a failure pays for
-  // agree()'s message broadcast. Sent to every rank at once where ranks are few: one latency,
-  // which every call pays in full across a WAN.
-  std::uint64_t v[5] = {problem ? 1u : 0u, elements, ~elements, width, ~std::uint64_t{width}};
+  // One collective on the hot path: the max of (failed?, M, ~M, w, ~w, i, ~i) tells every rank
+  // whether any rank failed and the largest and smallest M, block width and index width. Only a
+  // failure pays for agree()'s message broadcast. Sent to every rank at once where ranks are few:
+  // one latency, which every call pays in full across a WAN.
+  std::uint64_t v[7] = {
+      problem ? 1u : 0u,          elements, ~elements, width, ~std::uint64_t{width}, index_bytes,
+      ~std::uint64_t{index_bytes}};
   comm.allreduce_direct<std::uint64_t>(v, comm::ReduceOp::max);
-  settle_input(comm, InputVerdicts{v[0] != 0, ~v[2], v[1], ~v[4], v[3]}, problem, elements, width);
+  settle_input(comm, InputVerdicts{v[0] != 0, ~v[2], v[1], ~v[4], v[3], ~v[6], v[5]}, problem,
+               elements, width);
 }
 
 std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& stats) {

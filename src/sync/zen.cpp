@@ -117,7 +117,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       if (run_agreed<Index>(comm, grad, out, *agreed)) return;
       // Some rank's input changed form: checked as a first call is, then a first call's path.
       PhaseScope phase(comm, out.stats, "check");
-      check_input(comm, *this, grad.check(), grad.elements, grad.value_count(), grad.width);
+      check_input(comm, *this, grad.check(), grad.elements, grad.value_count(), grad.width,
+                  sizeof(Index));
     }
     if (grad.width > 1) return rows_->run(comm, grad, out);
     if (network_) prepare(comm);  // a network given (auto's): no probe, no message

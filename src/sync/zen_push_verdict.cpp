@@ -38,14 +38,11 @@ PushVerdicts zen_push_with_verdict(comm::Communicator& comm, const HashPartition
       std::span<const std::uint8_t>(b.send.data(), at), b.send_bytes, b.bound_bytes, b.recv);
   PushVerdicts v;
   v.all = InputVerdicts{false, ~std::uint64_t{0}, 0, ~std::uint64_t{0}, 0};
-  recv_counts.assign(n, 0);
-  std::size_t entries = 0;
   for (std::size_t r = 0; r < n; ++r) {
-    if (got[r] < H || (got[r] - H) % sizeof(E) != 0) {
+    if (got[r] < H) {
       throw MalformedMessage(fmt::format(
-          "zen: rank {} sent a push message of {} bytes (a {}-byte header, then whole entries "
-          "of {} bytes)",
-          r, got[r], H, sizeof(E)));
+          "zen: rank {} sent a push message of {} bytes, shorter than its {}-byte header", r,
+          got[r], H));
     }
     PushVerdict theirs;
     std::memcpy(&theirs, b.recv.data() + r * b.bound_bytes[0], H);
@@ -55,6 +52,19 @@ PushVerdicts zen_push_with_verdict(comm::Communicator& comm, const HashPartition
     v.all.max_elements = std::max(v.all.max_elements, theirs.elements);
     v.all.min_width = std::min<std::uint64_t>(v.all.min_width, theirs.width);
     v.all.max_width = std::max<std::uint64_t>(v.all.max_width, theirs.width);
+  }
+  // A rank that failed or changed form: the entries (perhaps of another index width) are unread.
+  recv_counts.assign(n, 0);
+  received.clear();
+  if (v.all.failed || v.changed) return v;
+  std::size_t entries = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    if ((got[r] - H) % sizeof(E) != 0) {
+      throw MalformedMessage(
+          fmt::format("zen: rank {} sent a push message of {} bytes: a {}-byte header, then not "
+                      "whole entries of {} bytes",
+                      r, got[r], H, sizeof(E)));
+    }
     recv_counts[r] = (got[r] - H) / sizeof(E);
     entries += recv_counts[r];
   }

@@ -39,8 +39,9 @@ struct VerdictPushBuffers {
 // Sends `mine` and part's block for each server (`part` null: the header alone) in one exchange,
 // every sender's block to this server being at most `bound_entries` entries of `entry_bytes` (the
 // agreed index width's Entry) after its header. Fills `received` with the entries (in rank order)
-// and `recv_counts` with each rank's count, and returns every rank's verdict. A message shorter
-// than its header or not whole entries: MalformedMessage naming the sender.
+// and `recv_counts` with each rank's count, and returns every rank's verdict (where a rank failed
+// or changed form, nothing received: the entries may be of another index width). A message
+// shorter than its header or not whole entries: MalformedMessage naming the sender.
 template <class Index>
 PushVerdicts zen_push_with_verdict(comm::Communicator& comm, const HashPartition<Index>* part,
                                    const PushVerdict& mine, std::size_t bound_entries,

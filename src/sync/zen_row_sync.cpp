@@ -28,27 +28,31 @@ std::span<std::uint8_t> ZenRowSync::all_bytes(std::size_t bytes) {
 namespace {
 // What the push's first exchange carries to each peer with SchemeOptions::zen_check_in_push.
 struct PushHeader {
-  std::uint64_t count;   // bytes for that peer
-  std::uint64_t failed;  // this rank's input has a problem
+  std::uint64_t count;  // bytes for that peer
+  std::uint64_t flags;  // bit 0: this rank's input has a problem; bits 8-15: its index bytes
   std::uint64_t elements, width;
 };
 
 // The alltoall of counts with every rank's input verdict, settled before any data moves.
 std::vector<std::size_t> counts_with_check(Communicator& comm, std::span<const std::size_t> counts,
                                            const std::optional<std::string>& problem,
-                                           std::uint64_t elements, std::uint32_t width) {
+                                           std::uint64_t elements, std::uint32_t width,
+                                           std::uint32_t index_bytes) {
   std::vector<PushHeader> send(counts.size());
-  for (std::size_t j = 0; j < counts.size(); ++j)
-    send[j] = {counts[j], problem ? 1u : 0u, elements, width};
+  const std::uint64_t flags = (problem ? 1u : 0u) | std::uint64_t{index_bytes & 0xffu} << 8;
+  for (std::size_t j = 0; j < counts.size(); ++j) send[j] = {counts[j], flags, elements, width};
   const auto got = comm.alltoall<PushHeader>(send);
-  InputVerdicts all{false, elements, elements, width, width};
+  InputVerdicts all{false, elements, elements, width, width, index_bytes, index_bytes};
   std::vector<std::size_t> recv_counts(got.size());
   for (std::size_t j = 0; j < got.size(); ++j) {
-    all.failed = all.failed || got[j].failed != 0;
+    all.failed = all.failed || (got[j].flags & 1u) != 0;
     all.min_elements = std::min(all.min_elements, got[j].elements);
     all.max_elements = std::max(all.max_elements, got[j].elements);
     all.min_width = std::min(all.min_width, got[j].width);
     all.max_width = std::max(all.max_width, got[j].width);
+    const std::uint64_t theirs = got[j].flags >> 8 & 0xffu;
+    all.min_index_bytes = std::min(all.min_index_bytes, theirs);
+    all.max_index_bytes = std::max(all.max_index_bytes, theirs);
     recv_counts[j] = got[j].count;
   }
   settle_input(comm, all, problem, elements, width);
@@ -85,7 +89,7 @@ void ZenRowSync::run(Communicator& comm, const SparseGradient<Index>& grad, Sync
   {
     PhaseScope phase(comm, out.stats, "push");
     recv_counts = input_problem ? counts_with_check(comm, part.counts, *input_problem,
-                                                    grad.elements, grad.width)
+                                                    grad.elements, grad.width, sizeof(Index))
                                 : comm.alltoall<std::size_t>(part.counts);
     std::size_t total = 0;
     for (auto c : recv_counts) total += c;

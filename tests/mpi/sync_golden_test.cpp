@@ -528,6 +528,20 @@ TEST(GoldenZenWithoutCounts, CheckRidesInThePushAfterTheFirstCall) {
           << e.what();
     }
     expect_exact_calls<std::uint32_t>(*scheme, "zen", "after M on one rank", b, true, 2);
+    try {  // 64-bit indices on rank 0 only
+      if (comm.rank() == 0) {
+        sync::SyncResult<std::uint64_t> wide;
+        scheme->synchronize(
+            comm, zipf_case<std::uint64_t>(4099, 0.02, ValueKind::integer, 32)(0, comm.size()),
+            wide);
+      } else {
+        scheme->synchronize(comm, b(comm.rank(), comm.size()), out);
+      }
+      ADD_FAILURE() << "no error on rank " << comm.rank();
+    } catch (const comm::CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find("index width differs"), std::string::npos) << e.what();
+    }
+    expect_exact_calls<std::uint32_t>(*scheme, "zen", "after 64 bits on one rank", b, true, 2);
   }
 }
 
@@ -607,6 +621,38 @@ TEST_P(GoldenTest, ElementCountMismatchFailsOnEveryRank) {
   auto scheme = sync::make_scheme(GetParam());
   sync::SyncResult<std::uint32_t> out;
   EXPECT_THROW(scheme->synchronize(comm, g, out), comm::CollectiveError);
+}
+
+// 64-bit indices on rank 0, 32-bit elsewhere: refused on every rank, named (the check's reduction,
+// auto's, and Zen's counts with the check in the push each carry the index width).
+TEST_P(GoldenTest, IndexWidthMismatchFailsOnEveryRank) {
+  Communicator& comm = *g_comm;
+  if (comm.size() == 1) GTEST_SKIP() << "needs two ranks";
+  std::vector<sync::SchemeOptions> variants(1);
+  if (std::string(GetParam()) == "zen") variants.emplace_back().zen_check_in_push = true;
+  for (const auto& options : variants) {
+    auto scheme = sync::make_scheme(GetParam(), options);
+    try {
+      if (comm.rank() == 0) {
+        SparseGradient<std::uint64_t> g;
+        g.elements = 100;
+        g.indices = {1, 99};
+        g.values = {1, 1};
+        sync::SyncResult<std::uint64_t> out;
+        scheme->synchronize(comm, g, out);
+      } else {
+        SparseGradient<std::uint32_t> g;
+        g.elements = 100;
+        g.indices = {2};
+        g.values = {1};
+        sync::SyncResult<std::uint32_t> out;
+        scheme->synchronize(comm, g, out);
+      }
+      ADD_FAILURE() << "no error on rank " << comm.rank();
+    } catch (const comm::CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find("index width differs"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // `auto` across calls (src/sync/auto_tuner.h): the favourite's trials, the widened candidates'
@@ -711,6 +757,19 @@ TEST(AutoAcrossCalls, SettledOnZenWithoutCountsReducesEveryEighthCall) {
     auto other_m = good(comm.rank(), comm.size());
     if (comm.rank() == 0) other_m.elements = 4100;
     EXPECT_THROW(scheme->synchronize(comm, other_m, out), comm::CollectiveError);
+    until_fast();
+    if (comm.rank() == 0) {  // 64-bit indices on rank 0 only
+      sync::SyncResult<std::uint64_t> wide;
+      EXPECT_THROW(
+          scheme->synchronize(
+              comm,
+              zipf_case<std::uint64_t>(4099, 0.02, sparse::ValueKind::integer, 24)(0, comm.size()),
+              wide),
+          comm::CollectiveError);
+    } else {
+      EXPECT_THROW(scheme->synchronize(comm, good(comm.rank(), comm.size()), out),
+                   comm::CollectiveError);
+    }
   }
   until_fast();
   const auto other = zipf_case<std::uint32_t>(65536, 0.01, sparse::ValueKind::integer, 25);

@@ -190,25 +190,27 @@ std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptio
 std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& stats);
 
 // Collective input check: local validity, M's working memory within what the node has free
-// (SyncScheme::dense_memory_bytes) and equal M and block width on all ranks, else CollectiveError
-// everywhere.
+// (SyncScheme::dense_memory_bytes) and equal M, block width and index width (bytes) on all ranks,
+// else CollectiveError everywhere.
 void check_input(Communicator& comm, const SyncScheme& scheme,
                  const std::optional<std::string>& local_problem, std::uint64_t elements,
-                 std::uint64_t local_nnz, std::uint32_t width = 1);
+                 std::uint64_t local_nnz, std::uint32_t width, std::uint32_t index_bytes);
 // check_input in two parts, for a scheme that carries the verdicts in an exchange of its own
 // (SchemeOptions::zen_check_in_push). This rank's problem, if any (no collective):
 std::optional<std::string> local_input_problem(const Communicator& comm, const SyncScheme& scheme,
                                                const std::optional<std::string>& local_problem,
                                                std::uint64_t elements, std::uint64_t local_nnz);
-// Every rank's verdict, combined: whether any rank failed, the smallest and largest M and width.
+// Every rank's verdict, combined: whether any rank failed, the smallest and largest M, width and
+// index width in bytes (0, 0 where a caller compares those otherwise).
 struct InputVerdicts {
   bool failed = false;
   std::uint64_t min_elements = 0, max_elements = 0;
   std::uint64_t min_width = 0, max_width = 0;
+  std::uint64_t min_index_bytes = 0, max_index_bytes = 0;
 };
 // Collective only where a rank failed (then agree() throws this rank's problem or the other
-// ranks'); throws CollectiveError where M or the width differs. Called by every rank with the
-// same `all`.
+// ranks'); throws CollectiveError where M, the width or the index width differs. Called by every
+// rank with the same `all`.
 void settle_input(Communicator& comm, const InputVerdicts& all,
                   const std::optional<std::string>& problem, std::uint64_t elements,
                   std::uint32_t width);
@@ -257,7 +259,7 @@ class SchemeBase : public SyncScheme {
     } else {
       // A phase of its own: one network latency per call, which a breakdown should show.
       PhaseScope phase(c, out.stats, "check");
-      check_input(c, *this, g.check(), g.elements, g.value_count(), g.width);
+      check_input(c, *this, g.check(), g.elements, g.value_count(), g.width, sizeof(Index));
     }
     out.sparse.width = 1;
     out.views.clear();
