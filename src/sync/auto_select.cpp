@@ -75,7 +75,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     // Fast calls: cleared until this call completes (an error, thrown on every rank, leaves the
     // next call to the reduction on every rank alike).
     if (const auto fast = std::exchange(fast_, std::nullopt)) {
-      if (++unwatched_ < kWatchEvery) return run_fast<Index>(comm, grad, out, *fast, key);
+      if (++unwatched_ < kWatchEvery && run_fast<Index>(comm, grad, out, *fast)) return;
     }
     unwatched_ = 0;
     run_watched<Index>(comm, grad, out, key);
@@ -101,19 +101,22 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
   };
 
   // A fast call: straight to the settled pick of the last kind of call, which checks this call's
-  // input on every rank in its exchange (a rank whose input is of another kind says so there, and
-  // the pick checks it on every rank as a first call: an error, or a call that ends fast calls).
+  // input on every rank in its exchange. Where some rank's input is of another kind, the pick
+  // returns at once on every rank (false: the call goes to the reduction, for its own kind).
   template <class Index>
-  void run_fast(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
-                const Key& fast, const Key& key) {
+  bool run_fast(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
+                const Key& fast) {
     State& state = tuners_.at(fast);
     const SchemeTuner::Pick pick = state.tuner.next();  // the settled scheme
+    auto& scheme = instance(state, pick.scheme);
+    scheme.decline_next_changed_form();
     const double t0 = comm.wtime();
-    instance(state, pick.scheme).synchronize(comm, grad, out);
+    scheme.synchronize(comm, grad, out);
+    if (out.stats.form_changed) return false;
     state.local_time_s = comm.wtime() - t0;
     record_pick(out, state, pick);
-    // Completed: every rank's input was of the agreed kind, or every rank's changed alike.
-    if (key == fast) fast_ = fast;
+    fast_ = fast;
+    return true;
   }
 
   template <class Index>

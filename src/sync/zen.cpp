@@ -94,11 +94,12 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     const bool dense_server =
         static_cast<double>(n) * static_cast<double>(nnz) * 16 >= static_cast<double>(slots);
     std::uint64_t bytes = M / 64 * 14 + (dense_server ? slots * 4 + slots / 8 : 0);
-    // Without counts (without_counts, counted at 64-bit indices): room for every rank's largest
-    // push (its entries for this server's slots) and every server's largest pull block.
+    // Without counts (without_counts; taken by 32-bit indices wherever by 64-bit ones, sized at
+    // 64-bit): room for every rank's largest push (its entries for this server's slots) and
+    // every server's largest pull block.
     const auto servers = static_cast<std::uint32_t>(n);
     if (groups_.maybe_flat() &&
-        zen_exchanges_without_counts(M, servers, sizeof(std::uint64_t), pull_min_block_)) {
+        zen_exchanges_without_counts(M, servers, sizeof(std::uint32_t), pull_min_block_)) {
       const std::uint64_t padded = (M + kZenGranule - 1) / kZenGranule * kZenGranule;
       bytes += static_cast<std::uint64_t>(n) * (slots * sizeof(Entry<std::uint64_t>) + 16) +
                zen_pull_block_bound(padded, sizeof(std::uint64_t)) +
@@ -109,13 +110,21 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
 
   template <class Index>
   void run(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out) {
+    // The state below is cleared until a call completes: an error (thrown on every rank) leaves
+    // the next call to check_input on every rank alike.
+    const auto previous = std::exchange(last_form_, std::nullopt);
+    const bool decline = std::exchange(decline_changed_form_, false);
     // zen_rows.h: one index per row; with the check in the push, every call (every rank alike).
     if (check_in_push_) return rows_->run(comm, grad, out, &input_problem_);
-    // After a call that went without counts, the input check rides in the push (restored only
-    // when a call completes: an error leaves the next call to check_input, on every rank alike).
+    // After two calls of one form without counts, the input check rides in the push.
     if (const auto agreed = std::exchange(agreed_, std::nullopt)) {
       if (run_agreed<Index>(comm, grad, out, *agreed)) return;
-      // Some rank's input changed form: checked as a first call is, then a first call's path.
+      // Some rank's input changed form: back to the caller that asked, or checked as a first
+      // call is, then a first call's path.
+      if (decline) {
+        out.stats.form_changed = true;
+        return;
+      }
       PhaseScope phase(comm, out.stats, "check");
       check_input(comm, *this, grad.check(), grad.elements, grad.value_count(), grad.width,
                   sizeof(Index));
@@ -146,17 +155,24 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     util::fault_point("pull");  // --inject-fault kill/stop at the pull (not a PhaseScope)
     if (direct) {
       pull_one_exchange<Index>(comm, out);
-      agreed_ = Agreed{M, sizeof(Index)};
+      // Twice in a row this form (a caller that alternates forms keeps check_input: a push that
+      // found another form would add a round): the next call's check rides in the push.
+      const Agreed form{M, sizeof(Index), comm.size()};
+      if (previous == form) agreed_ = form;
+      last_form_ = form;
       return;
     }
     pull_chunked<Index>(comm, out);
   }
 
  private:
-  // The form of input every rank's last call was checked in (M, index width; block width 1).
+  // The form of input every rank's last calls were checked in (M, index width; block width 1),
+  // and on how many ranks.
   struct Agreed {
     std::uint64_t elements;
     std::size_t index_bytes;
+    int ranks;
+    bool operator==(const Agreed&) const = default;
   };
 
   // A call after one that went without counts: the push carries every rank's verdict (a problem
@@ -166,8 +182,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   bool run_agreed(Communicator& comm, const SparseGradient<Index>& grad, SyncResult<Index>& out,
                   const Agreed& agreed) {
     const auto rank = static_cast<std::uint32_t>(comm.rank());
-    const bool changed =
-        grad.width != 1 || grad.elements != agreed.elements || sizeof(Index) != agreed.index_bytes;
+    const bool changed = grad.width != 1 || grad.elements != agreed.elements ||
+                         sizeof(Index) != agreed.index_bytes || comm.size() != agreed.ranks;
     const bool failed = input_problem_.has_value();
     PushVerdict mine{(failed ? PushVerdict::kFailed : 0u) | (changed ? PushVerdict::kChanged : 0u),
                      grad.width, grad.elements};
@@ -178,9 +194,10 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
                                         : sizeof(Entry<std::uint64_t>);
     {
       PhaseScope phase(comm, out.stats, "push");
-      const PushVerdicts all = zen_push_with_verdict<Index>(
-          comm, changed || failed ? nullptr : &sc.part, mine, layout_.slot_count(rank), entry_bytes,
-          sc.pushed, sc.received, sc.recv_counts);
+      const PushVerdicts all =
+          zen_push_with_verdict<Index>(comm, changed || failed ? nullptr : &sc.part, mine,
+                                       comm.size() == agreed.ranks ? layout_.slot_count(rank) : 0,
+                                       entry_bytes, sc.pushed, sc.received, sc.recv_counts);
       if (all.all.failed) settle_input(comm, all.all, input_problem_, grad.elements, grad.width);
       if (all.changed) return false;
       check_push<Index>(comm, out);
@@ -189,6 +206,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     util::fault_point("pull");
     pull_one_exchange<Index>(comm, out);
     agreed_ = agreed;
+    last_form_ = agreed;
     return true;
   }
 
@@ -514,7 +532,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   HashLayout layout_;
   std::optional<ZenRowSync> rows_;  // gradients of blocks
   bool check_in_push_ = false;
-  std::optional<Agreed> agreed_;  // set by a call without counts that completed (run_agreed)
+  std::optional<Agreed> agreed_;     // the form of two completed calls in a row (run_agreed)
+  std::optional<Agreed> last_form_;  // the form of the last call, if it completed without counts
   Scratch<std::uint32_t> scratch32_;
   Scratch<std::uint64_t> scratch64_;
 };

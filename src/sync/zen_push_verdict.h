@@ -1,8 +1,9 @@
 // Zen's push without counts (zen.cpp, where push and pull need no counts first), each message
-// headed by its sender's input verdict: once a call has been checked on every rank and went this
-// way, the next calls need no check round of their own (a latency each, across a WAN). A rank
-// whose input no longer fits the agreed form (M, block width, index width) says so in its header
-// and sends no entries; every rank then sees every header and falls back together.
+// headed by its sender's input verdict: once two calls in a row of one form have been checked on
+// every rank and went this way, the next calls need no check round of their own (a latency each,
+// across a WAN). A rank whose input no longer fits the agreed form (M, block width, index width,
+// ranks) says so in its header and sends no entries; every rank then sees every header and falls
+// back together.
 #pragma once
 
 #include <cstdint>

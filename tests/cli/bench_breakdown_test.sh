@@ -32,9 +32,10 @@ for r in rows:
 allreduce = next(r for r in rows if r["scheme"] == "allreduce")
 moved = sum(p["bytes_sent_max"] for p in allreduce["phases"] if p["phase"] != "check")
 assert moved == int(2 * 7 / 8 * 4e6), moved
-# The input check is a phase of its own: 5 words of 8 B to each of the 7 peers at once.
+# The input check is a phase of its own: 7 words of 8 B (a problem, M, the block width and the
+# index width, each width as a range) to each of the 7 peers at once.
 check = [p for p in allreduce["phases"] if p["phase"] == "check"]
-assert len(check) == 1 and check[0]["bytes_sent_max"] == 7 * 40, allreduce["phases"]
+assert len(check) == 1 and check[0]["bytes_sent_max"] == 7 * 56, allreduce["phases"]
 print("ok   --breakdown: " + ", ".join(f"{r['scheme']} {r['network_ratio']:.2f}x" for r in rows)
       + f" its network bound (probed {allreduce['network_bandwidth_bytes_per_s'] * 8 / 1e9:.1f}"
       " Gbit/s)")

@@ -59,6 +59,8 @@ struct SyncStats {
   std::string reason;      // `auto`: why (candidates' model estimates and measured times)
   bool exploring = false;  // `auto`: this call was a trial of a candidate (auto_tuner.h)
   double predicted_s = 0;  // `auto`: the cost model's network-only estimate for `chosen`
+  // The call did not run: some rank's input changed form (SyncScheme::decline_next_changed_form).
+  bool form_changed = false;
 
   double time_s() const;
   std::uint64_t bytes_sent() const;
@@ -117,9 +119,14 @@ class SyncScheme {
   // latency of its own (Zen without counts after a first call): `auto`, settled on such a scheme,
   // need not reduce every call. The same answer on every rank.
   virtual bool checks_input_in_its_exchange() const { return false; }
+  // For a caller that routes calls by their form (`auto`): where such a scheme's exchange finds
+  // that some rank's input changed form, the next call returns at once with
+  // SyncStats::form_changed on every rank, instead of checking and running it.
+  void decline_next_changed_form() { decline_changed_form_ = true; }
 
  protected:
   bool skip_input_check_ = false;
+  bool decline_changed_form_ = false;
 };
 
 // Options shared by the schemes; each reads the fields that concern it.
