@@ -32,6 +32,7 @@
 #include "common.h"
 #include "schemes.h"
 #include "zen_groups.h"
+#include "zen_pull.h"
 #include "zen_push_verdict.h"
 #include "zen_row_sync.h"
 
@@ -253,173 +254,21 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     };
   }
 
-  // Pull, pipelined in chunks of the index space: one small allgather of every server's
-  // per-bucket counts gives every rank the same byte-balanced chunk bounds and every block's
-  // size; then each server encodes chunk p+1 and puts it on the wire while every rank decodes
-  // chunk p into its place in the sorted result.
+  // The pull (zen_pull.h): pipelined in chunks, or in one exchange without counts.
+  ZenPullSetup pull_setup(Communicator& comm) const {
+    return ZenPullSetup{layout_,  coding_,    threads_,  parallel(comm),
+                        op_plan_, op_encode_, op_decode_};
+  }
   template <class Index>
   void pull_chunked(Communicator& comm, SyncResult<Index>& out) {
-    const auto n = static_cast<std::uint32_t>(comm.size());
-    const auto rank = static_cast<std::uint32_t>(comm.rank());
-    const std::uint64_t M = layout_.elements();
     Scratch<Index>& sc = scratch<Index>();
-    const std::size_t H = sc.buckets.size() - 1;
-    const sync::ParallelTasks parallel = this->parallel(comm);
-    const double pull_start = comm.wtime();
-    const auto traffic_start = comm.traffic();
-    double decode_s = 0, encode_s = 0;
-    // Each server's counts, then its pull coding (receivers size blocks with the sender's).
-    std::vector<std::uint64_t> mine(sc.sums.bucket_nnz);
-    mine.push_back(static_cast<std::uint64_t>(coding_));
-    // Sent to every rank at once where ranks are few (one latency across a WAN, not log2 n).
-    const auto reported = comm.allgather_each_direct<std::uint64_t>(mine);
-    // The pull's bookkeeping (chunk bounds, block sizes, the result's buffers): charged as "plan"
-    // with the non-zeros it sizes and the counts it reads.
-    std::optional<comm::ChargedWork> plan(std::in_place, comm, op_plan_, 0,
-                                          8.0 * static_cast<double>(reported.size()));
-    std::vector<std::uint64_t> bucket_nnz(std::size_t{n} * H);
-    for (std::uint32_t j = 0; j < n; ++j)
-      std::copy_n(reported.begin() + j * (H + 1), H, bucket_nnz.begin() + j * H);
-    for (std::uint32_t j = 0; j < n; ++j) {
-      if (reported[j * (H + 1) + H] >= kPullCodings) {
-        throw MalformedMessage(
-            fmt::format("zen: server {} announced pull coding {}", j, reported[j * (H + 1) + H]));
-      }
-    }
-    auto sender_coding = [&](std::uint32_t j) {
-      return static_cast<PullCoding>(reported[j * (H + 1) + H]);
-    };
-    const auto bounds =
-        zen_balanced_chunks(layout_, sc.buckets, bucket_nnz, pull_chunks_, pull_min_block_);
-    const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
-    std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
-    std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
-    std::vector<std::size_t> slot_begin(chunks + 1);  // this server's slots per chunk
-    std::vector<std::uint64_t> my_nnz(chunks, 0);     // and its non-zeros per chunk
-    std::uint64_t total = 0;
-    {
-      std::size_t b = 0;
-      for (std::uint32_t p = 0; p < chunks; ++p) {
-        std::vector<std::uint64_t> nnz(n, 0);
-        for (; sc.buckets[b] < bounds[p + 1]; ++b)
-          for (std::uint32_t j = 0; j < n; ++j) nnz[j] += bucket_nnz[j * H + b];
-        chunk_begin[p + 1] = chunk_begin[p];
-        for (std::uint32_t j = 0; j < n; ++j) {
-          const std::size_t slots =
-              (layout_.granules_before(j, bounds[p + 1]) - layout_.granules_before(j, bounds[p])) *
-              kZenGranule;
-          counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_coding(j));
-          chunk_begin[p + 1] += counts[p][j];
-          if (j == rank) my_nnz[p] = nnz[j];
-          total += nnz[j];
-        }
-      }
-      for (std::uint32_t p = 0; p <= chunks; ++p)
-        slot_begin[p] = layout_.granules_before(rank, bounds[p]) * kZenGranule;
-    }
-    if (total > M) {
-      throw MalformedMessage(
-          fmt::format("zen: servers announced {} non-zeros for {} elements", total, M));
-    }
-    sc.all.resize(chunk_begin[chunks]);
-    // The send buffer never moves while a chunk is on the wire: room for every chunk, plus the
-    // encoder's temporary 8-value overshoot.
-    std::size_t my_bytes = 0;
-    for (std::uint32_t p = 0; p < chunks; ++p) my_bytes += counts[p][rank];
-    sc.block.clear();
-    sc.block.reserve(my_bytes + 8 * sizeof(float));
-    std::vector<std::size_t> block_begin(chunks + 1, 0);
-    std::vector<ZenGroups::PullChunk> requests(chunks);
-    std::uint64_t pull_load = 0;
-    auto encode = [&](std::uint32_t p) {
-      const double t0 = comm.wtime();
-      block_begin[p] = sc.block.size();
-      std::optional<comm::ChargedWork> work(
-          std::in_place, comm, op_encode_, static_cast<double>(my_nnz[p]),
-          4.0 * static_cast<double>(slot_begin[p + 1] - slot_begin[p]));
-      const std::size_t bytes =
-          zen_encode_pull_chunk<Index>(layout_, rank, sc.sums, slot_begin[p], slot_begin[p + 1],
-                                       coding_, sc.block, threads_, parallel);
-      if (bytes != counts[p][rank]) {
-        // An internal inconsistency after the other ranks have posted: failing alone would leave
-        // them waiting, so end the job with the reason.
-        std::cerr << fmt::format(
-            "atoll: internal error: rank {}: zen pull chunk {} is {} bytes, announced {}\n", rank,
-            p, bytes, counts[p][rank]);
-        comm::MpiRuntime::abort_job(70);
-      }
-      work.reset();
-      pull_load += bytes * (n - 1);
-      encode_s += comm.wtime() - t0;
-    };
-    auto post = [&](std::uint32_t p) {
-      groups_.post_pull(
-          comm, std::span<const std::uint8_t>(sc.block.data() + block_begin[p], counts[p][rank]),
-          counts[p],
-          std::span<std::uint8_t>(sc.all.data() + chunk_begin[p],
-                                  chunk_begin[p + 1] - chunk_begin[p]),
-          requests[p]);
-    };
-    out.dense_form = false;
-    out.sparse.elements = M;
-    out.sparse.indices.resize(total + kZenDecodeSlack);
-    out.sparse.values.resize(total + kZenDecodeSlack);
-    std::size_t pos = 0;
-    std::exception_ptr failure;  // a malformed block: finish the collectives, then throw
-    // One chunk in flight ahead of the one being decoded (two in flight measured slower: they share
-    // the link, so the first arrives later).
-    plan->set_size(static_cast<double>(total), 8.0 * static_cast<double>(reported.size()));
-    plan.reset();
-    // Chunk p + 1 is encoded while chunk p is on the wire, and posted as soon as p has arrived.
-    encode(0);
-    post(0);
-    for (std::uint32_t p = 0; p < chunks; ++p) {
-      if (p + 1 < chunks) encode(p + 1);
-      groups_.wait_pull(comm, requests[p]);
-      if (p + 1 < chunks) post(p + 1);
-      if (failure) continue;
-      const std::function<void()> progress_next = [&, p] {
-        if (p + 1 < chunks) groups_.progress_pull(comm, requests[p + 1]);
-      };
-      const double t0 = comm.wtime();
-      try {
-        // Charged by the non-zeros written and the chunk's index range in bitmap bytes (what a
-        // bitmap walk scans); not by the bytes received, fewer per non-zero in the codings that
-        // cost more to decode (Elias-Fano).
-        const double range_bytes = static_cast<double>(bounds[p + 1] - bounds[p]) * kZenGranule / 8;
-        comm::ChargedWork work(comm, op_decode_, 0, range_bytes);
-        const std::size_t before = pos;
-        pos += zen_decode_pull_chunk<Index>(
-            layout_, bounds[p], bounds[p + 1],
-            std::span<const std::uint8_t>(sc.all.data() + chunk_begin[p],
-                                          chunk_begin[p + 1] - chunk_begin[p]),
-            counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos, total - pos,
-            progress_next, threads_, parallel, groups_.pull_order());
-        work.set_size(static_cast<double>(pos - before), range_bytes);
-      } catch (...) {
-        failure = std::current_exception();
-      }
-      decode_s += comm.wtime() - t0;
-    }
-    if (failure) std::rethrow_exception(failure);
-    out.sparse.indices.resize(pos);  // drop the slack (shrinking keeps the allocation)
-    out.sparse.values.resize(pos);
-    out.stats.pull_load_bytes = pull_load;
-    out.stats.pull_rounds = chunks + 1;
-    record_pull(comm, out.stats, pull_start, traffic_start, encode_s, decode_s);
+    zen_pull_chunked<Index>(comm, pull_setup(comm), groups_, sc.sums, sc.buckets, pull_chunks_,
+                            pull_min_block_, sc.pull, out);
   }
-
-  // The pull's phases as in the unpipelined data path: "encode" and "decode" are this rank's CPU
-  // work in the pipeline, "pull" the rest since `start` (waiting for the network).
-  static void record_pull(Communicator& comm, SyncStats& stats, double start,
-                          const comm::TrafficCounters& traffic_start, double encode_s,
-                          double decode_s) {
-    const auto& traffic_end = comm.traffic();
-    stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
-    stats.phases.push_back(PhaseStats{"pull", comm.wtime() - start - decode_s - encode_s,
-                                      traffic_end.bytes_sent - traffic_start.bytes_sent,
-                                      traffic_end.bytes_received - traffic_start.bytes_received});
-    stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
+  template <class Index>
+  void pull_one_exchange(Communicator& comm, SyncResult<Index>& out) {
+    Scratch<Index>& sc = scratch<Index>();
+    zen_pull_one_exchange<Index>(comm, pull_setup(comm), bound_, sc.sums, sc.pull, out);
   }
 
   // Where even the largest pull a call could have (every slot non-zero, each server's block at its
@@ -439,61 +288,6 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     return true;
   }
 
-  template <class Index>
-  void pull_one_exchange(Communicator& comm, SyncResult<Index>& out) {
-    const sync::ParallelTasks parallel = this->parallel(comm);
-    const auto n = static_cast<std::uint32_t>(comm.size());
-    const auto rank = static_cast<std::uint32_t>(comm.rank());
-    Scratch<Index>& sc = scratch<Index>();
-    const double pull_start = comm.wtime();
-    const auto traffic_start = comm.traffic();
-    std::uint64_t my_nnz = 0;
-    for (auto c : sc.sums.bucket_nnz) my_nnz += c;
-    sc.block.clear();
-    const double t_encode = comm.wtime();
-    {
-      comm::ChargedWork work(comm, op_encode_, static_cast<double>(my_nnz),
-                             4.0 * static_cast<double>(layout_.slot_count(rank)));
-      zen_encode_pull_chunk<Index>(layout_, rank, sc.sums, 0, layout_.slot_count(rank), coding_,
-                                   sc.block, threads_, parallel);
-    }
-    const double encode_s = comm.wtime() - t_encode;
-    std::size_t room = 0;
-    for (auto b : bound_) room += b;
-    sc.all.resize(room);
-    const auto counts = comm.allgather_bounded<std::uint8_t>(sc.block, bound_, sc.all);
-    // The blocks end to end, as the decoder reads them.
-    std::size_t at = 0, from = 0;
-    for (std::uint32_t j = 0; j < n; ++j) {
-      std::memmove(sc.all.data() + at, sc.all.data() + from, counts[j]);
-      at += counts[j];
-      from += bound_[j];
-    }
-    const std::span<const std::uint8_t> blocks(sc.all.data(), at);
-    const double t_decode = comm.wtime();
-    {
-      // Charged as the chunked pull's decode is: non-zeros written, the index range's bitmap bytes.
-      const std::uint64_t granules = (layout_.elements() + kZenGranule - 1) / kZenGranule;
-      const double range_bytes = static_cast<double>(granules) * kZenGranule / 8;
-      comm::ChargedWork work(comm, op_decode_, 0, range_bytes);
-      const std::uint64_t total = zen_pull_blocks_nnz(blocks, counts, layout_.elements());
-      out.dense_form = false;
-      out.sparse.elements = layout_.elements();
-      out.sparse.indices.resize(total + kZenDecodeSlack);
-      out.sparse.values.resize(total + kZenDecodeSlack);
-      const std::size_t got = zen_decode_pull_chunk<Index>(
-          layout_, 0, granules, blocks, counts, out.sparse.indices.data(), out.sparse.values.data(),
-          total, {}, threads_, parallel);
-      out.sparse.indices.resize(got);  // drop the slack (shrinking keeps the allocation)
-      out.sparse.values.resize(got);
-      work.set_size(static_cast<double>(got), range_bytes);
-    }
-    const double decode_s = comm.wtime() - t_decode;
-    out.stats.pull_load_bytes = sc.block.size() * (n - 1);
-    out.stats.pull_rounds = 1;
-    record_pull(comm, out.stats, pull_start, traffic_start, encode_s, decode_s);
-  }
-
   // Buffers reused between calls: gradient-sized allocations (and their zero-filling) are not
   // paid again every step.
   template <class Index>
@@ -503,9 +297,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     std::vector<std::size_t> recv_counts;  // entries received from each rank
     std::vector<std::uint64_t> buckets;    // bucket bounds in granules, for balancing the pull
     ZenServerSums<Index> sums;
-    std::vector<std::uint8_t> block;  // this server's pull blocks, chunk after chunk
-    std::vector<std::uint8_t> all;    // every server's blocks, chunk-major
-    VerdictPushBuffers pushed;        // the push without counts
+    ZenPullBuffers pull;
+    VerdictPushBuffers pushed;  // the push without counts
   };
   template <class Index>
   Scratch<Index>& scratch() {

@@ -8,6 +8,7 @@
 
 #include "atoll/comm/charged_work.h"
 #include "atoll/util/fault_point.h"
+#include "zen_pull.h"
 
 namespace atl::sync {
 
@@ -244,12 +245,7 @@ void ZenRowSync::pull(Communicator& comm, std::uint32_t w, std::size_t index_byt
   }
   if (failure) std::rethrow_exception(failure);
   stats.pull_load_bytes = my_bytes * (n - 1);
-  const auto& traffic_end = comm.traffic();
-  stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
-  stats.phases.push_back(PhaseStats{"pull", comm.wtime() - pull_start - decode_s - encode_s,
-                                    traffic_end.bytes_sent - traffic_start.bytes_sent,
-                                    traffic_end.bytes_received - traffic_start.bytes_received});
-  stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
+  record_pull_phases(comm, stats, pull_start, traffic_start, encode_s, decode_s);
 }
 
 template void ZenRowSync::run(Communicator&, const SparseGradient<std::uint32_t>&,

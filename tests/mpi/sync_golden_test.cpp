@@ -17,6 +17,7 @@
 #include "atoll/comm/parallel.h"
 #include "atoll/sparse/generator.h"
 #include "atoll/sync/scheme.h"
+#include "atoll/util/memory.h"
 #include "mpi_test_main.h"
 
 namespace {
@@ -118,6 +119,25 @@ Maker<Index> fixed_case(std::uint64_t M, std::function<std::vector<Index>(int, i
     for (std::size_t k = 0; k < g.indices.size(); ++k) g.values.push_back(float(r + 1 + k % 3));
     return g;
   };
+}
+
+// Rank 0 passes `wide` (64-bit indices) where every other rank passes `narrow` (32-bit): the call
+// must fail on every rank with the error that names the index width.
+void expect_index_width_refused(sync::SyncScheme& scheme, const Maker<std::uint32_t>& narrow,
+                                const Maker<std::uint64_t>& wide) {
+  Communicator& comm = *g_comm;
+  try {
+    if (comm.rank() == 0) {
+      sync::SyncResult<std::uint64_t> out;
+      scheme.synchronize(comm, wide(0, comm.size()), out);
+    } else {
+      sync::SyncResult<std::uint32_t> out;
+      scheme.synchronize(comm, narrow(comm.rank(), comm.size()), out);
+    }
+    ADD_FAILURE() << "no error on rank " << comm.rank();
+  } catch (const comm::CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("index width differs"), std::string::npos) << e.what();
+  }
 }
 
 template <class Index>
@@ -473,6 +493,28 @@ TEST(GoldenZenWithoutCounts, EveryFormatExact) {
   const std::uint64_t M = 1000000;
   EXPECT_GE(sync::make_scheme("zen", one)->dense_memory_bytes(M, comm.size(), 0),
             sync::make_scheme("zen", counted)->dense_memory_bytes(M, comm.size(), 0) + 12 * M);
+  // A call those buffers would not fit is refused on every rank, naming the scheme, before any
+  // allocation (M = 3 x 2^30: about 51 GB per rank without counts, 0.7 GB with them).
+  const std::uint64_t huge = std::uint64_t{3} << 30;
+  const auto free_bytes = util::memory_available_bytes();
+  if (free_bytes && *free_bytes < 16 * huge) {
+    SparseGradient<std::uint32_t> tiny;
+    tiny.elements = huge;
+    tiny.indices = {0, static_cast<std::uint32_t>(huge - 1)};
+    tiny.values = {1, 2};
+    auto big = sync::make_scheme("zen", one);
+    try {
+      big->synchronize(comm, tiny, out);
+      ADD_FAILURE() << "no error on rank " << comm.rank();
+    } catch (const comm::CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find("scheme zen at M = 3221225472"), std::string::npos)
+          << e.what();
+    }
+    big->synchronize(comm, grad, out);  // the next call that fits is exact
+    expect_exact_calls<std::uint32_t>(
+        *big, "zen", "after a refusal for memory",
+        zipf_case<std::uint32_t>(100003, 0.05, sparse::ValueKind::integer, 31), true, 1);
+  }
 }
 
 // After two calls of one form without counts, Zen's push carries each rank's input verdict
@@ -550,20 +592,24 @@ TEST(GoldenZenWithoutCounts, CheckRidesInThePushAfterTheFirstCall) {
           << e.what();
     }
     expect_exact_calls<std::uint32_t>(*scheme, "zen", "after M on one rank", b, true, 2);
-    try {  // 64-bit indices on rank 0 only
-      if (comm.rank() == 0) {
-        sync::SyncResult<std::uint64_t> wide;
-        scheme->synchronize(
-            comm, zipf_case<std::uint64_t>(4099, 0.02, ValueKind::integer, 32)(0, comm.size()),
-            wide);
-      } else {
-        scheme->synchronize(comm, b(comm.rank(), comm.size()), out);
-      }
+    expect_index_width_refused(*scheme, b,
+                               zipf_case<std::uint64_t>(4099, 0.02, ValueKind::integer, 32));
+    expect_exact_calls<std::uint32_t>(*scheme, "zen", "after 64 bits on one rank", b, true, 2);
+    // In one call, one rank's input is bad while another's changed form: the problem is named on
+    // every rank (it wins over the change), and the next calls are exact.
+    auto bad_and_changed = b(comm.rank(), comm.size());
+    if (comm.rank() == comm.size() - 1) {
+      bad_and_changed.indices.push_back(5000);
+      bad_and_changed.values.push_back(1);
+    }
+    if (comm.rank() == 0) bad_and_changed.elements = 4100;
+    try {
+      scheme->synchronize(comm, bad_and_changed, out);
       ADD_FAILURE() << "no error on rank " << comm.rank();
     } catch (const comm::CollectiveError& e) {
-      EXPECT_NE(std::string(e.what()).find("index width differs"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
     }
-    expect_exact_calls<std::uint32_t>(*scheme, "zen", "after 64 bits on one rank", b, true, 2);
+    expect_exact_calls<std::uint32_t>(*scheme, "zen", "after a bad and a changed rank", b, true, 2);
   }
 }
 
@@ -654,26 +700,12 @@ TEST_P(GoldenTest, IndexWidthMismatchFailsOnEveryRank) {
   if (std::string(GetParam()) == "zen") variants.emplace_back().zen_check_in_push = true;
   for (const auto& options : variants) {
     auto scheme = sync::make_scheme(GetParam(), options);
-    try {
-      if (comm.rank() == 0) {
-        SparseGradient<std::uint64_t> g;
-        g.elements = 100;
-        g.indices = {1, 99};
-        g.values = {1, 1};
-        sync::SyncResult<std::uint64_t> out;
-        scheme->synchronize(comm, g, out);
-      } else {
-        SparseGradient<std::uint32_t> g;
-        g.elements = 100;
-        g.indices = {2};
-        g.values = {1};
-        sync::SyncResult<std::uint32_t> out;
-        scheme->synchronize(comm, g, out);
-      }
-      ADD_FAILURE() << "no error on rank " << comm.rank();
-    } catch (const comm::CollectiveError& e) {
-      EXPECT_NE(std::string(e.what()).find("index width differs"), std::string::npos) << e.what();
-    }
+    expect_index_width_refused(
+        *scheme,
+        fixed_case<std::uint32_t>(100, [](int, int) { return std::vector<std::uint32_t>{2}; }),
+        fixed_case<std::uint64_t>(100, [](int, int) {
+          return std::vector<std::uint64_t>{1, 99};
+        }));
   }
 }
 
@@ -783,18 +815,8 @@ TEST(AutoAcrossCalls, SettledOnZenWithoutCountsReducesEveryEighthCall) {
     if (comm.rank() == 0) other_m.elements = 4100;
     EXPECT_THROW(scheme->synchronize(comm, other_m, out), comm::CollectiveError);
     until_fast();
-    if (comm.rank() == 0) {  // 64-bit indices on rank 0 only
-      sync::SyncResult<std::uint64_t> wide;
-      EXPECT_THROW(
-          scheme->synchronize(
-              comm,
-              zipf_case<std::uint64_t>(4099, 0.02, sparse::ValueKind::integer, 24)(0, comm.size()),
-              wide),
-          comm::CollectiveError);
-    } else {
-      EXPECT_THROW(scheme->synchronize(comm, good(comm.rank(), comm.size()), out),
-                   comm::CollectiveError);
-    }
+    expect_index_width_refused(
+        *scheme, good, zipf_case<std::uint64_t>(4099, 0.02, sparse::ValueKind::integer, 24));
   }
   until_fast();
   const auto other = zipf_case<std::uint32_t>(65536, 0.01, sparse::ValueKind::integer, 25);

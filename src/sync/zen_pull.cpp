@@ -1,0 +1,247 @@
+// Zen's pull: zen_pull.h.
+#include "zen_pull.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <optional>
+
+#include "atoll/comm/charged_work.h"
+
+namespace atl::sync {
+
+template <class Index>
+void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& groups,
+                      const ZenServerSums<Index>& sums, std::span<const std::uint64_t> buckets,
+                      std::uint32_t max_chunks, std::uint64_t min_block, ZenPullBuffers& buf,
+                      SyncResult<Index>& out) {
+  const auto n = static_cast<std::uint32_t>(comm.size());
+  const auto rank = static_cast<std::uint32_t>(comm.rank());
+  const std::uint64_t M = setup.layout.elements();
+  const std::size_t H = buckets.size() - 1;
+  const ParallelTasks& parallel = setup.parallel;
+  const double pull_start = comm.wtime();
+  const auto traffic_start = comm.traffic();
+  double decode_s = 0, encode_s = 0;
+  // Each server's counts, then its pull coding (receivers size blocks with the sender's).
+  std::vector<std::uint64_t> mine(sums.bucket_nnz);
+  mine.push_back(static_cast<std::uint64_t>(setup.coding));
+  // Sent to every rank at once where ranks are few (one latency across a WAN, not log2 n).
+  const auto reported = comm.allgather_each_direct<std::uint64_t>(mine);
+  // The pull's bookkeeping (chunk bounds, block sizes, the result's buffers): charged as "plan"
+  // with the non-zeros it sizes and the counts it reads.
+  std::optional<comm::ChargedWork> plan(std::in_place, comm, setup.op_plan, 0,
+                                        8.0 * static_cast<double>(reported.size()));
+  std::vector<std::uint64_t> bucket_nnz(std::size_t{n} * H);
+  for (std::uint32_t j = 0; j < n; ++j)
+    std::copy_n(reported.begin() + j * (H + 1), H, bucket_nnz.begin() + j * H);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (reported[j * (H + 1) + H] >= kPullCodings) {
+      throw MalformedMessage(
+          fmt::format("zen: server {} announced pull coding {}", j, reported[j * (H + 1) + H]));
+    }
+  }
+  auto sender_coding = [&](std::uint32_t j) {
+    return static_cast<PullCoding>(reported[j * (H + 1) + H]);
+  };
+  const auto bounds = zen_balanced_chunks(setup.layout, buckets, bucket_nnz, max_chunks, min_block);
+  const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
+  std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
+  std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
+  std::vector<std::size_t> slot_begin(chunks + 1);  // this server's slots per chunk
+  std::vector<std::uint64_t> my_nnz(chunks, 0);     // and its non-zeros per chunk
+  std::uint64_t total = 0;
+  {
+    std::size_t b = 0;
+    for (std::uint32_t p = 0; p < chunks; ++p) {
+      std::vector<std::uint64_t> nnz(n, 0);
+      for (; buckets[b] < bounds[p + 1]; ++b)
+        for (std::uint32_t j = 0; j < n; ++j) nnz[j] += bucket_nnz[j * H + b];
+      chunk_begin[p + 1] = chunk_begin[p];
+      for (std::uint32_t j = 0; j < n; ++j) {
+        const std::size_t slots = (setup.layout.granules_before(j, bounds[p + 1]) -
+                                   setup.layout.granules_before(j, bounds[p])) *
+                                  kZenGranule;
+        counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_coding(j));
+        chunk_begin[p + 1] += counts[p][j];
+        if (j == rank) my_nnz[p] = nnz[j];
+        total += nnz[j];
+      }
+    }
+    for (std::uint32_t p = 0; p <= chunks; ++p)
+      slot_begin[p] = setup.layout.granules_before(rank, bounds[p]) * kZenGranule;
+  }
+  if (total > M) {
+    throw MalformedMessage(
+        fmt::format("zen: servers announced {} non-zeros for {} elements", total, M));
+  }
+  buf.all.resize(chunk_begin[chunks]);
+  // The send buffer never moves while a chunk is on the wire: room for every chunk, plus the
+  // encoder's temporary 8-value overshoot.
+  std::size_t my_bytes = 0;
+  for (std::uint32_t p = 0; p < chunks; ++p) my_bytes += counts[p][rank];
+  buf.block.clear();
+  buf.block.reserve(my_bytes + 8 * sizeof(float));
+  std::vector<std::size_t> block_begin(chunks + 1, 0);
+  std::vector<ZenGroups::PullChunk> requests(chunks);
+  std::uint64_t pull_load = 0;
+  auto encode = [&](std::uint32_t p) {
+    const double t0 = comm.wtime();
+    block_begin[p] = buf.block.size();
+    std::optional<comm::ChargedWork> work(
+        std::in_place, comm, setup.op_encode, static_cast<double>(my_nnz[p]),
+        4.0 * static_cast<double>(slot_begin[p + 1] - slot_begin[p]));
+    const std::size_t bytes =
+        zen_encode_pull_chunk<Index>(setup.layout, rank, sums, slot_begin[p], slot_begin[p + 1],
+                                     setup.coding, buf.block, setup.threads, parallel);
+    if (bytes != counts[p][rank]) {
+      // An internal inconsistency after the other ranks have posted: failing alone would leave
+      // them waiting, so end the job with the reason.
+      std::cerr << fmt::format(
+          "atoll: internal error: rank {}: zen pull chunk {} is {} bytes, announced {}\n", rank, p,
+          bytes, counts[p][rank]);
+      comm::MpiRuntime::abort_job(70);
+    }
+    work.reset();
+    pull_load += bytes * (n - 1);
+    encode_s += comm.wtime() - t0;
+  };
+  auto post = [&](std::uint32_t p) {
+    groups.post_pull(
+        comm, std::span<const std::uint8_t>(buf.block.data() + block_begin[p], counts[p][rank]),
+        counts[p],
+        std::span<std::uint8_t>(buf.all.data() + chunk_begin[p],
+                                chunk_begin[p + 1] - chunk_begin[p]),
+        requests[p]);
+  };
+  out.dense_form = false;
+  out.sparse.elements = M;
+  out.sparse.indices.resize(total + kZenDecodeSlack);
+  out.sparse.values.resize(total + kZenDecodeSlack);
+  std::size_t pos = 0;
+  std::exception_ptr failure;  // a malformed block: finish the collectives, then throw
+  // One chunk in flight ahead of the one being decoded (two in flight measured slower: they share
+  // the link, so the first arrives later).
+  plan->set_size(static_cast<double>(total), 8.0 * static_cast<double>(reported.size()));
+  plan.reset();
+  // Chunk p + 1 is encoded while chunk p is on the wire, and posted as soon as p has arrived.
+  encode(0);
+  post(0);
+  for (std::uint32_t p = 0; p < chunks; ++p) {
+    if (p + 1 < chunks) encode(p + 1);
+    groups.wait_pull(comm, requests[p]);
+    if (p + 1 < chunks) post(p + 1);
+    if (failure) continue;
+    const std::function<void()> progress_next = [&, p] {
+      if (p + 1 < chunks) groups.progress_pull(comm, requests[p + 1]);
+    };
+    const double t0 = comm.wtime();
+    try {
+      // Charged by the non-zeros written and the chunk's index range in bitmap bytes (what a
+      // bitmap walk scans); not by the bytes received, fewer per non-zero in the codings that
+      // cost more to decode (Elias-Fano).
+      const double range_bytes = static_cast<double>(bounds[p + 1] - bounds[p]) * kZenGranule / 8;
+      comm::ChargedWork work(comm, setup.op_decode, 0, range_bytes);
+      const std::size_t before = pos;
+      pos += zen_decode_pull_chunk<Index>(
+          setup.layout, bounds[p], bounds[p + 1],
+          std::span<const std::uint8_t>(buf.all.data() + chunk_begin[p],
+                                        chunk_begin[p + 1] - chunk_begin[p]),
+          counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos, total - pos,
+          progress_next, setup.threads, parallel, groups.pull_order());
+      work.set_size(static_cast<double>(pos - before), range_bytes);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    decode_s += comm.wtime() - t0;
+  }
+  if (failure) std::rethrow_exception(failure);
+  out.sparse.indices.resize(pos);  // drop the slack (shrinking keeps the allocation)
+  out.sparse.values.resize(pos);
+  out.stats.pull_load_bytes = pull_load;
+  out.stats.pull_rounds = chunks + 1;
+  record_pull_phases(comm, out.stats, pull_start, traffic_start, encode_s, decode_s);
+}
+
+template <class Index>
+void zen_pull_one_exchange(Communicator& comm, const ZenPullSetup& setup,
+                           std::span<const std::size_t> bounds, const ZenServerSums<Index>& sums,
+                           ZenPullBuffers& buf, SyncResult<Index>& out) {
+  const ParallelTasks& parallel = setup.parallel;
+  const auto n = static_cast<std::uint32_t>(comm.size());
+  const auto rank = static_cast<std::uint32_t>(comm.rank());
+  const double pull_start = comm.wtime();
+  const auto traffic_start = comm.traffic();
+  std::uint64_t my_nnz = 0;
+  for (auto c : sums.bucket_nnz) my_nnz += c;
+  buf.block.clear();
+  const double t_encode = comm.wtime();
+  {
+    comm::ChargedWork work(comm, setup.op_encode, static_cast<double>(my_nnz),
+                           4.0 * static_cast<double>(setup.layout.slot_count(rank)));
+    zen_encode_pull_chunk<Index>(setup.layout, rank, sums, 0, setup.layout.slot_count(rank),
+                                 setup.coding, buf.block, setup.threads, parallel);
+  }
+  const double encode_s = comm.wtime() - t_encode;
+  std::size_t room = 0;
+  for (auto b : bounds) room += b;
+  buf.all.resize(room);
+  const auto counts = comm.allgather_bounded<std::uint8_t>(buf.block, bounds, buf.all);
+  // The blocks end to end, as the decoder reads them.
+  std::size_t at = 0, from = 0;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    std::memmove(buf.all.data() + at, buf.all.data() + from, counts[j]);
+    at += counts[j];
+    from += bounds[j];
+  }
+  const std::span<const std::uint8_t> blocks(buf.all.data(), at);
+  const double t_decode = comm.wtime();
+  {
+    // Charged as the chunked pull's decode is: non-zeros written, the index range's bitmap bytes.
+    const std::uint64_t granules = (setup.layout.elements() + kZenGranule - 1) / kZenGranule;
+    const double range_bytes = static_cast<double>(granules) * kZenGranule / 8;
+    comm::ChargedWork work(comm, setup.op_decode, 0, range_bytes);
+    const std::uint64_t total = zen_pull_blocks_nnz(blocks, counts, setup.layout.elements());
+    out.dense_form = false;
+    out.sparse.elements = setup.layout.elements();
+    out.sparse.indices.resize(total + kZenDecodeSlack);
+    out.sparse.values.resize(total + kZenDecodeSlack);
+    const std::size_t got = zen_decode_pull_chunk<Index>(
+        setup.layout, 0, granules, blocks, counts, out.sparse.indices.data(),
+        out.sparse.values.data(), total, {}, setup.threads, parallel);
+    out.sparse.indices.resize(got);  // drop the slack (shrinking keeps the allocation)
+    out.sparse.values.resize(got);
+    work.set_size(static_cast<double>(got), range_bytes);
+  }
+  const double decode_s = comm.wtime() - t_decode;
+  out.stats.pull_load_bytes = buf.block.size() * (n - 1);
+  out.stats.pull_rounds = 1;
+  record_pull_phases(comm, out.stats, pull_start, traffic_start, encode_s, decode_s);
+}
+
+void record_pull_phases(Communicator& comm, SyncStats& stats, double start,
+                        const comm::TrafficCounters& traffic_start, double encode_s,
+                        double decode_s) {
+  const auto& traffic_end = comm.traffic();
+  stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
+  stats.phases.push_back(PhaseStats{"pull", comm.wtime() - start - decode_s - encode_s,
+                                    traffic_end.bytes_sent - traffic_start.bytes_sent,
+                                    traffic_end.bytes_received - traffic_start.bytes_received});
+  stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
+}
+
+#define ATOLL_ZEN_PULL_INSTANTIATE(I)                                                            \
+  template void zen_pull_chunked(Communicator&, const ZenPullSetup&, ZenGroups&,                 \
+                                 const ZenServerSums<I>&, std::span<const std::uint64_t>,        \
+                                 std::uint32_t, std::uint64_t, ZenPullBuffers&, SyncResult<I>&); \
+  template void zen_pull_one_exchange(Communicator&, const ZenPullSetup&,                        \
+                                      std::span<const std::size_t>, const ZenServerSums<I>&,     \
+                                      ZenPullBuffers&, SyncResult<I>&);
+ATOLL_ZEN_PULL_INSTANTIATE(std::uint32_t)
+ATOLL_ZEN_PULL_INSTANTIATE(std::uint64_t)
+
+}  // namespace atl::sync
