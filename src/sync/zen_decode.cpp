@@ -13,7 +13,9 @@
 #include "atoll/sparse/elias_fano.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/sync/zen_partition.h"
+#include "atoll/util/cpu_features.h"
 #include "zen_blocks.h"
+#include "zen_wide.h"
 
 namespace atl::sync {
 namespace {
@@ -106,10 +108,13 @@ struct Walk {
 // Granule g belongs to server owner(g), and each server's granules come in increasing order in its
 // block, so a cursor per server walks its block monotonically. The output is written strictly
 // sequentially; no presence bitmap, no sort.
-template <class Index>
-std::uint64_t walk_range(const Walk& w, std::uint64_t g_begin, std::uint64_t g_end, Cursor* cursor,
-                         Index* oi, float* ov, std::uint64_t pos, std::uint64_t pos_end,
-                         std::uint64_t write_limit, const std::function<void()>& progress) {
+template <class Index, bool kWide>
+[[gnu::always_inline]] inline std::uint64_t walk_range_impl(const Walk& w, std::uint64_t g_begin,
+                                                            std::uint64_t g_end, Cursor* cursor,
+                                                            Index* oi, float* ov, std::uint64_t pos,
+                                                            std::uint64_t pos_end,
+                                                            std::uint64_t write_limit,
+                                                            const std::function<void()>& progress) {
   constexpr std::uint64_t G = kZenGranule;
   static_assert(G == 64, "the decoder reads one 64-bit bitmap word per granule");
   const std::uint64_t M = w.layout.elements();
@@ -139,6 +144,17 @@ std::uint64_t walk_range(const Walk& w, std::uint64_t g_begin, std::uint64_t g_e
         // than the hardware prefetcher follows: fetch each server's stream ahead explicitly.
         __builtin_prefetch(v.keys + 8 * c.key + 512);
         __builtin_prefetch(vals + 1024);
+#if ATOLL_HAVE_AVX512_KERNELS
+        if constexpr (kWide) {
+          if (vals + (count + 16) * sizeof(float) <= w.blocks_end &&
+              pos + count + 16 <= write_limit) {
+            zen_wide::emit_word(word, static_cast<std::uint32_t>(base), vals, count, oi + pos,
+                                ov + pos);
+            pos += count;
+            continue;
+          }
+        }
+#endif
         if (vals + round_up8(count) * sizeof(float) <= w.blocks_end &&
             pos + round_up8(count) <= write_limit) {
           // Eight set bits per round with no data-dependent branch inside: a word's bit count
@@ -179,6 +195,33 @@ std::uint64_t walk_range(const Walk& w, std::uint64_t g_begin, std::uint64_t g_e
     if (progress) progress();
   }
   return pos;
+}
+
+#if ATOLL_HAVE_AVX512_KERNELS
+// The walk compiled for AVX-512, its word kernel inlined (32-bit indices).
+ATOLL_AVX512 std::uint64_t walk_range_wide(const Walk& w, std::uint64_t g_begin,
+                                           std::uint64_t g_end, Cursor* cursor, std::uint32_t* oi,
+                                           float* ov, std::uint64_t pos, std::uint64_t pos_end,
+                                           std::uint64_t write_limit,
+                                           const std::function<void()>& progress) {
+  return walk_range_impl<std::uint32_t, true>(w, g_begin, g_end, cursor, oi, ov, pos, pos_end,
+                                              write_limit, progress);
+}
+#endif
+
+template <class Index>
+std::uint64_t walk_range(const Walk& w, std::uint64_t g_begin, std::uint64_t g_end, Cursor* cursor,
+                         Index* oi, float* ov, std::uint64_t pos, std::uint64_t pos_end,
+                         std::uint64_t write_limit, const std::function<void()>& progress) {
+#if ATOLL_HAVE_AVX512_KERNELS
+  if constexpr (std::is_same_v<Index, std::uint32_t>) {
+    if (util::avx512_kernels())
+      return walk_range_wide(w, g_begin, g_end, cursor, oi, ov, pos, pos_end, write_limit,
+                             progress);
+  }
+#endif
+  return walk_range_impl<Index, false>(w, g_begin, g_end, cursor, oi, ov, pos, pos_end, write_limit,
+                                       progress);
 }
 
 // The first of `keys` (nnz sorted indices of width sizeof(Index), unaligned) not below x.

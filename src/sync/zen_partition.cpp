@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "atoll/sparse/elias_fano.h"
+#include "atoll/util/cpu_features.h"
 
 #ifdef __SSE2__
 #include <immintrin.h>
@@ -19,6 +20,7 @@
 #include "common.h"
 #include "received_entries.h"
 #include "zen_blocks.h"
+#include "zen_wide.h"
 
 namespace atl::sync {
 
@@ -276,6 +278,20 @@ std::uint64_t nonzero_mask64(const float* v) {
 #endif
   return word;
 }
+
+#if ATOLL_HAVE_AVX512_KERNELS
+ATOLL_AVX512 void nonzero_words_wide(const float* v, std::size_t words, std::uint64_t* out) {
+  for (std::size_t w = 0; w < words; ++w) out[w] = zen_wide::nonzero_mask64(v + w * kZenGranule);
+}
+#endif
+
+// out[w] = nonzero_mask64 of slots [64 w, 64 w + 64) of v.
+void nonzero_words(const float* v, std::size_t words, std::uint64_t* out) {
+#if ATOLL_HAVE_AVX512_KERNELS
+  if (util::avx512_kernels()) return nonzero_words_wide(v, words, out);
+#endif
+  for (std::size_t w = 0; w < words; ++w) out[w] = nonzero_mask64(v + w * kZenGranule);
+}
 }  // namespace
 
 BitmapBlock bitmap_encode(std::span<const float> slot_values) {
@@ -510,7 +526,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
         const auto x = static_cast<std::uint64_t>(e.index);
         if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
       }
-      for (std::size_t w = w0; w < w1; ++w) sums.words[w] = nonzero_mask64(buf + w * kZenGranule);
+      nonzero_words(buf + w0 * kZenGranule, w1 - w0, sums.words.data() + w0);
     };
     if (parallel)
       parallel(parts, task);
@@ -521,7 +537,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
     sums.buffer.assign(slots, 0.0f);
     float* buf = sums.buffer.data();
     for (const auto& e : received) buf[layout.slot(e.index)] += e.value;
-    for (std::size_t w = 0; w < words; ++w) sums.words[w] = nonzero_mask64(buf + w * kZenGranule);
+    nonzero_words(buf, words, sums.words.data());
   } else {
     // Few entries for many slots: sort them instead of scanning the slots. Slot order is index
     // order (granules are sorted).
@@ -564,6 +580,83 @@ void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::si
     throw std::logic_error("zen: Elias-Fano code of an unexpected size");
   if (key_bytes > 0) std::memcpy(keys, code.data(), key_bytes);
 }
+// The non-zero sums of words [wa, wb) of a server's slot buffer into `values` from entry k on
+// (with `coo`, their indices into `keys`), in slot order; writes past the last entry (up to 16
+// floats) stay below entry `limit`. Portable: eight set bits per round with no data-dependent
+// branch inside the round (a word's bit count varies randomly, and a loop exiting on it
+// mispredicts once per word); an exhausted word reads slot 63 of its granule, ignored. Wide: one
+// compress per 16 slots.
+constexpr std::size_t kGatherSlack = 16;
+template <class Index, bool kWide>
+[[gnu::always_inline]] inline void gather_sums_impl(const HashLayout& layout, std::uint32_t server,
+                                                    const ZenServerSums<Index>& sums, bool coo,
+                                                    std::uint8_t* keys, std::uint8_t* values,
+                                                    std::size_t wa, std::size_t wb, std::size_t k,
+                                                    std::size_t limit) {
+  const float* v = sums.buffer.data();
+  for (std::size_t w = wa; w < wb; ++w) {
+    const std::uint64_t word0 = sums.words[w];
+    std::uint64_t word = word0;
+    const std::size_t base = w * kZenGranule;
+    const auto count = static_cast<std::size_t>(std::popcount(word));
+    bool gathered = false;
+#if ATOLL_HAVE_AVX512_KERNELS
+    if constexpr (kWide) {
+      if (k + count + 16 <= limit) {
+        zen_wide::gather_word(word, v + base, reinterpret_cast<float*>(values + k * sizeof(float)));
+        gathered = true;
+      }
+    }
+#endif
+    if (gathered) {
+    } else if (k + ((count + 7) & ~std::size_t{7}) <= limit) {
+      for (std::size_t done = 0; done < count; done += 8) {
+        float round[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+          round[r] = v[base + lowest_bit_or_63(word)];
+          word &= word - 1;
+        }
+        std::memcpy(values + (k + done) * sizeof(float), round, sizeof(round));
+      }
+    } else {  // the last word of a task's range: exactly `count` values
+      for (std::size_t r = 0; r < count; ++r, word &= word - 1)
+        std::memcpy(values + (k + r) * sizeof(float), v + base + std::countr_zero(word),
+                    sizeof(float));
+    }
+    if (coo) {
+      word = word0;
+      for (std::size_t r = 0; r < count; ++r) {
+        const auto x = static_cast<Index>(
+            layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
+        std::memcpy(keys + (k + r) * sizeof(Index), &x, sizeof(Index));
+        word &= word - 1;
+      }
+    }
+    k += count;
+  }
+}
+
+#if ATOLL_HAVE_AVX512_KERNELS
+template <class Index>
+ATOLL_AVX512 void gather_sums_wide(const HashLayout& layout, std::uint32_t server,
+                                   const ZenServerSums<Index>& sums, bool coo, std::uint8_t* keys,
+                                   std::uint8_t* values, std::size_t wa, std::size_t wb,
+                                   std::size_t k, std::size_t limit) {
+  gather_sums_impl<Index, true>(layout, server, sums, coo, keys, values, wa, wb, k, limit);
+}
+#endif
+
+template <class Index>
+void gather_sums(const HashLayout& layout, std::uint32_t server, const ZenServerSums<Index>& sums,
+                 bool coo, std::uint8_t* keys, std::uint8_t* values, std::size_t wa, std::size_t wb,
+                 std::size_t k, std::size_t limit) {
+#if ATOLL_HAVE_AVX512_KERNELS
+  if (util::avx512_kernels())
+    return gather_sums_wide<Index>(layout, server, sums, coo, keys, values, wa, wb, k, limit);
+#endif
+  gather_sums_impl<Index, false>(layout, server, sums, coo, keys, values, wa, wb, k, limit);
+}
 }  // namespace
 
 template <class Index>
@@ -577,8 +670,8 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
   const std::size_t at = block.size();
   const std::uint8_t format = zen_pull_format(s1 - s0, nnz, sizeof(Index), coding);
   const std::size_t key_bytes = format_key_bytes(format, s1 - s0, nnz, sizeof(Index));
-  // Room for the 8-wide rounds' overshoot past the values, trimmed at the end.
-  block.resize(at + kBlockHeader + key_bytes + (nnz + 8) * sizeof(float));
+  // Room for the gather's overshoot past the values (gather_sums), trimmed at the end.
+  block.resize(at + kBlockHeader + key_bytes + (nnz + kGatherSlack) * sizeof(float));
   std::uint8_t* out = block.data() + at;
   out[0] = format;
   std::memcpy(out + 1, &nnz, 8);
@@ -594,52 +687,17 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
     if (format == kCoo && nnz > 0) std::memcpy(keys, sums.idx.data() + e0, key_bytes);
     if (nnz > 0) std::memcpy(values, sums.val.data() + e0, nnz * sizeof(float));
   } else {
-    // Gather the non-zero sums, eight set bits per round with no data-dependent branch inside
-    // the round (a word's bit count varies randomly, and a loop exiting on it mispredicts once per
-    // word); an exhausted word reads slot 63 of its granule, ignored. Words [wa, wb), whose first
-    // value goes to entry k; the rounds' overshoot stays below entry `limit`.
-    const float* v = sums.buffer.data();
     const auto gather = [&](std::size_t wa, std::size_t wb, std::size_t k, std::size_t limit) {
-      for (std::size_t w = wa; w < wb; ++w) {
-        const std::uint64_t word0 = sums.words[w];
-        std::uint64_t word = word0;
-        const std::size_t base = w * kZenGranule;
-        const auto count = static_cast<std::size_t>(std::popcount(word));
-        if (k + ((count + 7) & ~std::size_t{7}) <= limit) {
-          for (std::size_t done = 0; done < count; done += 8) {
-            float round[8];
-#pragma GCC unroll 8
-            for (int r = 0; r < 8; ++r) {
-              round[r] = v[base + lowest_bit_or_63(word)];
-              word &= word - 1;
-            }
-            std::memcpy(values + (k + done) * sizeof(float), round, sizeof(round));
-          }
-        } else {  // the last word of a task's range: exactly `count` values
-          for (std::size_t r = 0; r < count; ++r, word &= word - 1)
-            std::memcpy(values + (k + r) * sizeof(float), v + base + std::countr_zero(word),
-                        sizeof(float));
-        }
-        if (format == kCoo) {
-          word = word0;
-          for (std::size_t r = 0; r < count; ++r) {
-            const auto x = static_cast<Index>(
-                layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
-            std::memcpy(keys + (k + r) * sizeof(Index), &x, sizeof(Index));
-            word &= word - 1;
-          }
-        }
-        k += count;
-      }
+      gather_sums<Index>(layout, server, sums, format == kCoo, keys, values, wa, wb, k, limit);
     };
     if (parts <= 1 || w1 - w0 < 2 * parts) {
-      gather(w0, w1, 0, nnz + 8);
+      gather(w0, w1, 0, nnz + kGatherSlack);
     } else {
       // Task t gathers words [a_t, a_t+1); its first entry is known from the prefix counts.
       const auto task = [&](std::size_t t) {
         const std::size_t a = w0 + (w1 - w0) * t / parts, b = w0 + (w1 - w0) * (t + 1) / parts;
         const std::size_t end = sums.nnz_before[b] - e0;
-        gather(a, b, sums.nnz_before[a] - e0, t + 1 == parts ? nnz + 8 : end);
+        gather(a, b, sums.nnz_before[a] - e0, t + 1 == parts ? nnz + kGatherSlack : end);
       };
       if (parallel)
         parallel(parts, task);
