@@ -126,7 +126,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// --breakdown: each phase of the last timed call (time, bytes: max over ranks) beside the
+// --breakdown: each phase (time, bytes: max over ranks, median over the timed calls) beside the
 // network-only time of its bytes on the probed links; their sum is the scheme's network bound.
 nlohmann::json breakdown(const std::vector<sync::PhaseStats>& max_phases, const cost::Network& net,
                          double time_s) {
@@ -318,6 +318,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
       if (last.stats.exploring) ++explore_calls, explore_s += dt;
     }
     std::vector<double> times;
+    std::vector<std::vector<sync::PhaseStats>> call_phases;  // per timed call, max over ranks
     CpuCharging* charging = comm.cpu_charging();
     if (!o.cpu_cost_record.empty()) charging->mode = CpuCharging::Mode::record;  // timed calls only
     for (int rep = 0; rep < o.repeat; ++rep) {
@@ -327,6 +328,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
       scheme->synchronize(comm, grad, last);
       const double dt = comm.wtime() - t0;
       times.push_back(comm.allreduce_value<double>(dt, ReduceOp::max));
+      call_phases.push_back(sync::max_phase_stats(comm, last.stats));  // (after the timing)
     }
     if (!o.cpu_cost_record.empty()) charging->mode = CpuCharging::Mode::measured;
     bool verified = false;
@@ -379,8 +381,9 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         {"cpu_charge", o.cpu_cost_file.empty() ? "measured" : "table"},
     };
     if (!o.cpu_cost_file.empty()) row["cpu_cost_table"] = o.cpu_cost_file;
-    // One collective for every phase's time and bytes (max over ranks), shared by both fields.
-    const auto max_phases = sync::max_phase_stats(comm, st);
+    // Each phase's median over the timed calls (its max over ranks in each), shared by both
+    // fields: consistent with the median time where calls differ in their phases.
+    const auto max_phases = sync::median_phase_stats(call_phases);
     nlohmann::json phases = nlohmann::json::object();
     for (const auto& p : max_phases) phases[p.name] = p.time_s;
     row["phase_time_s"] = phases;

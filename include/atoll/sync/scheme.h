@@ -196,6 +196,11 @@ std::unique_ptr<SyncScheme> make_scheme(std::string_view name, const SchemeOptio
 // allreduce) are the same on every rank.
 std::vector<PhaseStats> max_phase_stats(Communicator& comm, const SyncStats& stats);
 
+// Each phase's median over calls (time, bytes sent and bytes received, each on its own; 0 in a
+// call that did not run the phase), in the order the names first appear: a breakdown that goes
+// with a median time where calls differ in their phases (`auto`'s calls that reduce).
+std::vector<PhaseStats> median_phase_stats(const std::vector<std::vector<PhaseStats>>& calls);
+
 // Collective input check: local validity, M's working memory within what the node has free
 // (SyncScheme::dense_memory_bytes) and equal M, block width and index width (bytes) on all ranks,
 // else CollectiveError everywhere.
