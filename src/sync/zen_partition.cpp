@@ -586,7 +586,6 @@ void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::si
 // branch inside the round (a word's bit count varies randomly, and a loop exiting on it
 // mispredicts once per word); an exhausted word reads slot 63 of its granule, ignored. Wide: one
 // compress per 16 slots.
-constexpr std::size_t kGatherSlack = 16;
 template <class Index, bool kWide>
 [[gnu::always_inline]] inline void gather_sums_impl(const HashLayout& layout, std::uint32_t server,
                                                     const ZenServerSums<Index>& sums, bool coo,
@@ -671,7 +670,7 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
   const std::uint8_t format = zen_pull_format(s1 - s0, nnz, sizeof(Index), coding);
   const std::size_t key_bytes = format_key_bytes(format, s1 - s0, nnz, sizeof(Index));
   // Room for the gather's overshoot past the values (gather_sums), trimmed at the end.
-  block.resize(at + kBlockHeader + key_bytes + (nnz + kGatherSlack) * sizeof(float));
+  block.resize(at + kBlockHeader + key_bytes + (nnz + kZenEncodeSlack) * sizeof(float));
   std::uint8_t* out = block.data() + at;
   out[0] = format;
   std::memcpy(out + 1, &nnz, 8);
@@ -691,13 +690,13 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
       gather_sums<Index>(layout, server, sums, format == kCoo, keys, values, wa, wb, k, limit);
     };
     if (parts <= 1 || w1 - w0 < 2 * parts) {
-      gather(w0, w1, 0, nnz + kGatherSlack);
+      gather(w0, w1, 0, nnz + kZenEncodeSlack);
     } else {
       // Task t gathers words [a_t, a_t+1); its first entry is known from the prefix counts.
       const auto task = [&](std::size_t t) {
         const std::size_t a = w0 + (w1 - w0) * t / parts, b = w0 + (w1 - w0) * (t + 1) / parts;
         const std::size_t end = sums.nnz_before[b] - e0;
-        gather(a, b, sums.nnz_before[a] - e0, t + 1 == parts ? nnz + kGatherSlack : end);
+        gather(a, b, sums.nnz_before[a] - e0, t + 1 == parts ? nnz + kZenEncodeSlack : end);
       };
       if (parallel)
         parallel(parts, task);

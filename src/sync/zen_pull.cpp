@@ -81,14 +81,15 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   }
   buf.all.resize(chunk_begin[chunks]);
   // The send buffer never moves while a chunk is on the wire: room for every chunk, plus the
-  // encoder's temporary 8-value overshoot.
+  // encoder's temporary overshoot (checked after each encode).
   std::size_t my_bytes = 0;
   for (std::uint32_t p = 0; p < chunks; ++p) my_bytes += counts[p][rank];
   buf.block.clear();
-  buf.block.reserve(my_bytes + 8 * sizeof(float));
+  buf.block.reserve(my_bytes + kZenEncodeSlack * sizeof(float));
   std::vector<std::size_t> block_begin(chunks + 1, 0);
   std::vector<ZenGroups::PullChunk> requests(chunks);
   std::uint64_t pull_load = 0;
+  const std::uint8_t* const sent_from = buf.block.data();  // must not move (see above)
   auto encode = [&](std::uint32_t p) {
     const double t0 = comm.wtime();
     block_begin[p] = buf.block.size();
@@ -98,12 +99,14 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
     const std::size_t bytes =
         zen_encode_pull_chunk<Index>(setup.layout, rank, sums, slot_begin[p], slot_begin[p + 1],
                                      setup.coding, buf.block, setup.threads, parallel);
-    if (bytes != counts[p][rank]) {
-      // An internal inconsistency after the other ranks have posted: failing alone would leave
-      // them waiting, so end the job with the reason.
+    if (bytes != counts[p][rank] || buf.block.data() != sent_from) {
+      // An internal inconsistency after the other ranks have posted (a block of another size,
+      // or a send buffer that moved under a chunk on the wire): failing alone would leave them
+      // waiting, so end the job with the reason.
       std::cerr << fmt::format(
-          "atoll: internal error: rank {}: zen pull chunk {} is {} bytes, announced {}\n", rank, p,
-          bytes, counts[p][rank]);
+          "atoll: internal error: rank {}: zen pull chunk {} is {} bytes, announced {}{}\n", rank,
+          p, bytes, counts[p][rank],
+          buf.block.data() != sent_from ? "; its send buffer moved" : "");
       comm::MpiRuntime::abort_job(70);
     }
     work.reset();

@@ -496,8 +496,10 @@ TEST(GoldenZenWithoutCounts, EveryFormatExact) {
   // A call those buffers would not fit is refused on every rank, naming the scheme, before any
   // allocation (M = 3 x 2^30: about 51 GB per rank without counts, 0.7 GB with them).
   const std::uint64_t huge = std::uint64_t{3} << 30;
+  // Only where every rank's node lacks the room (all ranks take the same branch: a collective).
   const auto free_bytes = util::memory_available_bytes();
-  if (free_bytes && *free_bytes < 16 * huge) {
+  const bool lacks = free_bytes && *free_bytes < 16 * huge;
+  if (comm.allreduce_value<std::uint64_t>(lacks ? 1 : 0, comm::ReduceOp::min) == 1) {
     SparseGradient<std::uint32_t> tiny;
     tiny.elements = huge;
     tiny.indices = {0, static_cast<std::uint32_t>(huge - 1)};

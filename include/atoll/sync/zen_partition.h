@@ -224,8 +224,11 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    unsigned parts = 1, const ParallelTasks& parallel = {});
 // Step 2: appends the pull block of the server's slots [s0, s1) (multiples of 64) to `block`:
 // [u8 format][u64 nnz][bitmap | indices | Elias-Fano code][values]; returns its size
-// (= zen_pull_block_bytes). With parts > 1 the values of a slot-buffer server are gathered by
+// (= zen_pull_block_bytes). While encoding, `block` grows by kZenEncodeSlack floats more than
+// that (trimmed at the end): a caller whose earlier blocks must not move (they are on the wire)
+// reserves that room. With parts > 1 the values of a slot-buffer server are gathered by
 // `parts` tasks of `parallel` over ranges of the words: the same bytes for every number of parts.
+inline constexpr std::size_t kZenEncodeSlack = 16;
 template <class Index>
 std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server,
                                   const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
