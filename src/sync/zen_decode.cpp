@@ -179,6 +179,26 @@ template <class Index, bool kWide>
         }
         pos += count;
       } else {
+#if ATOLL_HAVE_AVX512_KERNELS
+        if constexpr (kWide) {
+          // 16 keys at a time while 16 entries can be read and written here; the portable loop
+          // below takes what is left (or finds the granule done at its first key).
+          while (c.key < v.nnz && base + G <= 0xFFFFFFFFu) {
+            const std::uint8_t* vals = v.values + c.key * sizeof(float);
+            if (vals + 16 * sizeof(float) > w.blocks_end || pos + 16 > write_limit) break;
+            const auto lanes = static_cast<unsigned>(std::min<std::uint64_t>(16, v.nnz - c.key));
+            const bool has_prev = pos > pos_begin;
+            const int n = zen_wide::coo_take(v.keys + c.key * sizeof(Index), vals,
+                                             static_cast<std::uint32_t>(base), lanes, has_prev,
+                                             has_prev ? oi[pos - 1] : 0, oi + pos, ov + pos);
+            if (n < 0 || pos + static_cast<std::uint64_t>(n) > pos_end)
+              throw malformed(j, "COO indices unsorted, repeated or not owned");
+            pos += static_cast<std::uint64_t>(n);
+            c.key += static_cast<std::uint64_t>(n);
+            if (n < 16) break;
+          }
+        }
+#endif
         while (c.key < v.nnz) {
           Index x;
           std::memcpy(&x, v.keys + c.key * sizeof(Index), sizeof(Index));

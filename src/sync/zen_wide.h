@@ -55,5 +55,33 @@ ATOLL_AVX512 inline void emit_word(std::uint64_t word, std::uint32_t base, const
   }
 }
 
+// Up to `lanes` (1-16) of a COO block's sorted indices (keys, 4 bytes each) that lie in granule
+// [base, base + 64), with their values (vals): checked, then copied to oi and ov (16 lanes are
+// stored: up to 16 entries past the count; 16 keys and values are read). Returns how many lie
+// there (16: call again for more), or -1 when they are not all at least base or not strictly
+// increasing (the first against `prev`, where has_prev). base + 64 must not exceed 2^32 - 1.
+ATOLL_AVX512 inline int coo_take(const std::uint8_t* keys, const std::uint8_t* vals,
+                                 std::uint32_t base, unsigned lanes, bool has_prev,
+                                 std::uint32_t prev, std::uint32_t* oi, float* ov) {
+  const __m512i x = _mm512_loadu_si512(keys);
+  const auto valid = static_cast<__mmask16>(lanes >= 16 ? 0xFFFFu : (1u << lanes) - 1);
+  const auto in = static_cast<unsigned>(
+      _mm512_mask_cmplt_epu32_mask(valid, x, _mm512_set1_epi32(static_cast<int>(base + 64))));
+  const int n = __builtin_ctz(~in);  // the leading lanes inside the granule (in < 2^16)
+  if (n == 0) return 0;
+  const auto taken = static_cast<__mmask16>((1u << n) - 1);
+  // Lane i against lane i - 1, lane 0 against prev.
+  const __m512i before =
+      _mm512_maskz_alignr_epi32(0xFFFF, x, _mm512_set1_epi32(static_cast<int>(prev)), 15);
+  auto increasing = static_cast<unsigned>(_mm512_mask_cmpgt_epu32_mask(taken, x, before));
+  if (!has_prev) increasing |= 1u;
+  const auto at_least_base = static_cast<unsigned>(
+      _mm512_mask_cmpge_epu32_mask(taken, x, _mm512_set1_epi32(static_cast<int>(base))));
+  if ((increasing & taken) != taken || at_least_base != taken) return -1;
+  _mm512_storeu_si512(oi, x);
+  _mm512_storeu_ps(ov, _mm512_loadu_ps(vals));
+  return n;
+}
+
 }  // namespace atl::sync::zen_wide
 #endif

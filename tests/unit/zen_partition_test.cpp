@@ -454,6 +454,51 @@ TEST(ZenPull, BalancedChunksOnDegenerateCounts) {
   EXPECT_THROW(zen_granule_bounds(100000, 0), std::invalid_argument);
 }
 
+// A long COO block (server 0 of 2: 200 of its indices, 16 at a time where the decoder has
+// AVX-512) decodes exactly; a swap, a repeat or an index server 0 does not own, anywhere in it, is
+// refused, with either kernel set.
+TEST(ZenPull, LongCooBlockCheckedAtEveryEntry) {
+  const std::uint64_t M = 100000;
+  const HashLayout layout(M, 2, 1);
+  std::vector<std::uint32_t> mine, other;
+  for (std::uint64_t x = 0; x < M && (mine.size() < 200 || other.empty()); ++x)
+    (zen_owner(x, 2, 1) == 0 ? mine : other).push_back(static_cast<std::uint32_t>(x));
+  auto decode = [&](const std::vector<std::uint32_t>& idx) {
+    std::vector<std::uint8_t> all{0};  // COO
+    const std::uint64_t nnz = idx.size();
+    all.insert(all.end(), reinterpret_cast<const std::uint8_t*>(&nnz),
+               reinterpret_cast<const std::uint8_t*>(&nnz) + 8);
+    all.insert(all.end(), reinterpret_cast<const std::uint8_t*>(idx.data()),
+               reinterpret_cast<const std::uint8_t*>(idx.data() + idx.size()));
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      const float v = static_cast<float>(k + 1);
+      all.insert(all.end(), reinterpret_cast<const std::uint8_t*>(&v),
+                 reinterpret_cast<const std::uint8_t*>(&v) + 4);
+    }
+    const std::size_t first = all.size();
+    all.insert(all.end(), {0, 0, 0, 0, 0, 0, 0, 0, 0});  // server 1: COO, no entries
+    const std::vector<std::size_t> counts{first, all.size() - first};
+    SparseGradient<std::uint32_t> out;
+    zen_decode_pull<std::uint32_t>(layout, all, counts, out);
+    return out;
+  };
+  const auto out = decode(mine);
+  ASSERT_EQ(out.indices, mine);
+  for (std::size_t k = 0; k < mine.size(); ++k) EXPECT_EQ(out.values[k], float(k + 1));
+  for (const std::size_t at : {0u, 5u, 15u, 16u, 17u, 40u, 63u, 64u, 100u, 150u}) {
+    auto swapped = mine;
+    std::swap(swapped[at], swapped[at + 1]);
+    EXPECT_THROW(decode(swapped), std::runtime_error) << "swap at " << at;
+    auto repeated = mine;
+    repeated[at + 1] = repeated[at];
+    EXPECT_THROW(decode(repeated), std::runtime_error) << "repeat at " << at;
+    auto foreign = mine;
+    foreign[at] = other[0];  // server 1's index
+    std::sort(foreign.begin(), foreign.end());
+    EXPECT_THROW(decode(foreign), std::runtime_error) << "foreign index at " << at;
+  }
+}
+
 TEST(ZenPull, UnsortedCooBlockIsRefused) {
   const std::uint64_t M = 100000;
   const HashLayout layout(M, 2, 1);
