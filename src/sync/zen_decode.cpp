@@ -179,11 +179,18 @@ template <class Index, bool kWide>
         }
         pos += count;
       } else {
+        auto key = [&](std::uint64_t k) {
+          Index x;
+          std::memcpy(&x, v.keys + k * sizeof(Index), sizeof(Index));
+          return static_cast<std::uint64_t>(x);
+        };
+        // Most granules of a sparse COO block hold none of its entries: one key read decides.
+        if (c.key >= v.nnz || key(c.key) >= base + G) continue;
 #if ATOLL_HAVE_AVX512_KERNELS
         if constexpr (kWide) {
-          // 16 keys at a time while 16 entries can be read and written here; the portable loop
-          // below takes what is left (or finds the granule done at its first key).
-          while (c.key < v.nnz && base + G <= 0xFFFFFFFFu) {
+          // Where the granule holds two entries or more: 16 keys at a time while 16 entries can
+          // be read and written here; the portable loop below takes what is left.
+          while (c.key + 1 < v.nnz && key(c.key + 1) < base + G && base + G <= 0xFFFFFFFFu) {
             const std::uint8_t* vals = v.values + c.key * sizeof(float);
             if (vals + 16 * sizeof(float) > w.blocks_end || pos + 16 > write_limit) break;
             const auto lanes = static_cast<unsigned>(std::min<std::uint64_t>(16, v.nnz - c.key));
