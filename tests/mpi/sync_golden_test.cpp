@@ -121,23 +121,32 @@ Maker<Index> fixed_case(std::uint64_t M, std::function<std::vector<Index>(int, i
   };
 }
 
+// `call` must fail on this rank (as on every rank) with a CollectiveError naming `expected`.
+void expect_refused(const std::function<void()>& call, const std::string& expected) {
+  try {
+    call();
+    ADD_FAILURE() << "no error on rank " << g_comm->rank() << " (expected: " << expected << ")";
+  } catch (const comm::CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
 // Rank 0 passes `wide` (64-bit indices) where every other rank passes `narrow` (32-bit): the call
 // must fail on every rank with the error that names the index width.
 void expect_index_width_refused(sync::SyncScheme& scheme, const Maker<std::uint32_t>& narrow,
                                 const Maker<std::uint64_t>& wide) {
   Communicator& comm = *g_comm;
-  try {
-    if (comm.rank() == 0) {
-      sync::SyncResult<std::uint64_t> out;
-      scheme.synchronize(comm, wide(0, comm.size()), out);
-    } else {
-      sync::SyncResult<std::uint32_t> out;
-      scheme.synchronize(comm, narrow(comm.rank(), comm.size()), out);
-    }
-    ADD_FAILURE() << "no error on rank " << comm.rank();
-  } catch (const comm::CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("index width differs"), std::string::npos) << e.what();
-  }
+  expect_refused(
+      [&] {
+        if (comm.rank() == 0) {
+          sync::SyncResult<std::uint64_t> out;
+          scheme.synchronize(comm, wide(0, comm.size()), out);
+        } else {
+          sync::SyncResult<std::uint32_t> out;
+          scheme.synchronize(comm, narrow(comm.rank(), comm.size()), out);
+        }
+      },
+      "index width differs");
 }
 
 template <class Index>
@@ -377,12 +386,7 @@ TEST(GoldenZenRows, CheckInThePushRefusesBadInputOnEveryRank) {
     bad.spoil(g);
     auto scheme = sync::make_scheme("zen", push);
     sync::SyncResult<std::uint32_t> out;
-    try {
-      scheme->synchronize(comm, g, out);
-      ADD_FAILURE() << bad.what << ": no error on rank " << comm.rank();
-    } catch (const comm::CollectiveError& e) {
-      EXPECT_NE(std::string(e.what()).find(bad.what), std::string::npos) << e.what();
-    }
+    expect_refused([&] { scheme->synchronize(comm, g, out); }, bad.what);
     // The scheme is usable again after a refused call.
     SparseGradient<std::uint32_t> good;
     good.elements = 120;
@@ -404,12 +408,7 @@ TEST_P(GoldenTest, BlockWidthMismatchFailsOnEveryRank) {
   g.values.assign(g.width, 1.0f);
   auto scheme = sync::make_scheme(GetParam());
   sync::SyncResult<std::uint32_t> out;
-  try {
-    scheme->synchronize(comm, g, out);
-    ADD_FAILURE() << "no error on rank " << comm.rank();
-  } catch (const comm::CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("block width differs"), std::string::npos) << e.what();
-  }
+  expect_refused([&] { scheme->synchronize(comm, g, out); }, "block width differs");
 }
 
 TEST_P(GoldenTest, Index32MatchesDenseReference) { run_all_cases<std::uint32_t>(GetParam()); }
@@ -505,13 +504,7 @@ TEST(GoldenZenWithoutCounts, EveryFormatExact) {
     tiny.indices = {0, static_cast<std::uint32_t>(huge - 1)};
     tiny.values = {1, 2};
     auto big = sync::make_scheme("zen", one);
-    try {
-      big->synchronize(comm, tiny, out);
-      ADD_FAILURE() << "no error on rank " << comm.rank();
-    } catch (const comm::CollectiveError& e) {
-      EXPECT_NE(std::string(e.what()).find("scheme zen at M = 3221225472"), std::string::npos)
-          << e.what();
-    }
+    expect_refused([&] { big->synchronize(comm, tiny, out); }, "scheme zen at M = 3221225472");
     big->synchronize(comm, grad, out);  // the next call that fits is exact
     expect_exact_calls<std::uint32_t>(
         *big, "zen", "after a refusal for memory",
@@ -576,23 +569,12 @@ TEST(GoldenZenWithoutCounts, CheckRidesInThePushAfterTheFirstCall) {
     bad.indices.push_back(5000);  // past M on the last rank only
     bad.values.push_back(1);
   }
-  try {
-    scheme->synchronize(comm, bad, out);
-    ADD_FAILURE() << "no error on rank " << comm.rank();
-  } catch (const comm::CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
-  }
+  expect_refused([&] { scheme->synchronize(comm, bad, out); }, "out of range");
   expect_exact_calls<std::uint32_t>(*scheme, "zen", "after a refusal", b, true, 2);
   if (comm.size() > 1) {
     auto other_m = b(comm.rank(), comm.size());
     if (comm.rank() == 0) other_m.elements = 4100;
-    try {
-      scheme->synchronize(comm, other_m, out);
-      ADD_FAILURE() << "no error on rank " << comm.rank();
-    } catch (const comm::CollectiveError& e) {
-      EXPECT_NE(std::string(e.what()).find("element count M differs"), std::string::npos)
-          << e.what();
-    }
+    expect_refused([&] { scheme->synchronize(comm, other_m, out); }, "element count M differs");
     expect_exact_calls<std::uint32_t>(*scheme, "zen", "after M on one rank", b, true, 2);
     expect_index_width_refused(*scheme, b,
                                zipf_case<std::uint64_t>(4099, 0.02, ValueKind::integer, 32));
@@ -605,12 +587,7 @@ TEST(GoldenZenWithoutCounts, CheckRidesInThePushAfterTheFirstCall) {
       bad_and_changed.values.push_back(1);
     }
     if (comm.rank() == 0) bad_and_changed.elements = 4100;
-    try {
-      scheme->synchronize(comm, bad_and_changed, out);
-      ADD_FAILURE() << "no error on rank " << comm.rank();
-    } catch (const comm::CollectiveError& e) {
-      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
-    }
+    expect_refused([&] { scheme->synchronize(comm, bad_and_changed, out); }, "out of range");
     expect_exact_calls<std::uint32_t>(*scheme, "zen", "after a bad and a changed rank", b, true, 2);
   }
 }
@@ -675,12 +652,7 @@ TEST_P(GoldenTest, IndexOutOfRangeOnOneRankFailsOnEveryRank) {
   if (comm.rank() == comm.size() - 1) g.indices[1] = 100;
   auto scheme = sync::make_scheme(GetParam());
   sync::SyncResult<std::uint32_t> out;
-  try {
-    scheme->synchronize(comm, g, out);
-    ADD_FAILURE() << "no error on rank " << comm.rank();
-  } catch (const comm::CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
-  }
+  expect_refused([&] { scheme->synchronize(comm, g, out); }, "out of range");
 }
 
 TEST_P(GoldenTest, ElementCountMismatchFailsOnEveryRank) {
@@ -750,13 +722,12 @@ TEST(AutoAcrossCalls, SettledPickStillRefusesBadInputOnEveryRank) {
   auto bad = good(comm.rank(), comm.size());
   bad.indices.push_back(5000);  // past M on the last rank only
   bad.values.push_back(1);
-  try {
-    scheme->synchronize(comm, comm.rank() == comm.size() - 1 ? bad : good(comm.rank(), comm.size()),
-                        out);
-    ADD_FAILURE() << "no error on rank " << comm.rank();
-  } catch (const comm::CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
-  }
+  expect_refused(
+      [&] {
+        scheme->synchronize(
+            comm, comm.rank() == comm.size() - 1 ? bad : good(comm.rank(), comm.size()), out);
+      },
+      "out of range");
   auto other_m = good(comm.rank(), comm.size());
   if (comm.rank() == 0) other_m.elements = 4100;
   EXPECT_THROW(scheme->synchronize(comm, other_m, out), comm::CollectiveError);
@@ -804,12 +775,7 @@ TEST(AutoAcrossCalls, SettledOnZenWithoutCountsReducesEveryEighthCall) {
     bad.indices.push_back(5000);  // past M on the last rank only
     bad.values.push_back(1);
   }
-  try {
-    scheme->synchronize(comm, bad, out);
-    ADD_FAILURE() << "no error on rank " << comm.rank();
-  } catch (const comm::CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
-  }
+  expect_refused([&] { scheme->synchronize(comm, bad, out); }, "out of range");
   expect_exact_calls<std::uint32_t>(*scheme, "auto", "after a refusal", good, true, 3);
   if (comm.size() > 1) {
     until_fast();
