@@ -34,24 +34,37 @@ ATOLL_AVX512 inline void gather_word(std::uint64_t word, const float* v, float* 
   }
 }
 
+// Sixteen entries: indices base + the bit positions in `sixteen` (bytes), values copied from vals.
+ATOLL_AVX512 inline void emit_sixteen(__m512i base, __m128i sixteen, const std::uint8_t* vals,
+                                      std::uint32_t* oi, float* ov) {
+  // (maskz: the unmasked form reads an "undefined" vector GCC 12 warns about)
+  _mm512_storeu_si512(oi, _mm512_add_epi32(base, _mm512_maskz_cvtepu8_epi32(0xFFFF, sixteen)));
+  _mm512_storeu_ps(ov, _mm512_loadu_ps(vals));
+}
+
 // A word's entries: the indices base + p of its set bits p (one byte compress gives the p, widened
-// 16 at a time) and its `count` values copied from vals (in slot order), 16 at a time. Writes up
-// to 15 entries past `count` at oi and ov; reads up to 15 values past vals + count.
+// 16 at a time) and its `count` values copied from vals (in slot order), 16 at a time; an empty
+// word (count 0) takes one round too. Writes up to 16 entries past `count` at oi and ov; reads up
+// to 16 values past vals + count.
 ATOLL_AVX512 inline void emit_word(std::uint64_t word, std::uint32_t base, const std::uint8_t* vals,
                                    std::uint64_t count, std::uint32_t* oi, float* ov) {
   alignas(64) static constexpr std::uint8_t kBits[64] = {
       0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
       22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
       44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
-  alignas(64) std::uint8_t bits[64];
-  _mm512_store_si512(bits, _mm512_maskz_compress_epi8(word, _mm512_load_si512(kBits)));
+  // The set bits' positions stay in one register: 16 of them per round, widened to indices.
+  const __m512i bits = _mm512_maskz_compress_epi8(word, _mm512_load_si512(kBits));
   const __m512i b = _mm512_set1_epi32(static_cast<int>(base));
-  for (std::uint64_t done = 0; done < count; done += 16) {
-    const __m128i sixteen = _mm_load_si128(reinterpret_cast<const __m128i*>(bits + done));
-    // (maskz: the unmasked form reads an "undefined" vector GCC 12 warns about)
-    _mm512_storeu_si512(oi + done,
-                        _mm512_add_epi32(b, _mm512_maskz_cvtepu8_epi32(0xFFFF, sixteen)));
-    _mm512_storeu_ps(ov + done, _mm512_loadu_ps(vals + done * sizeof(float)));
+  // Even for an empty word: nothing it writes counts.
+  emit_sixteen(b, _mm512_maskz_extracti32x4_epi32(0xF, bits, 0), vals, oi, ov);
+  if (count > 16) {
+    emit_sixteen(b, _mm512_maskz_extracti32x4_epi32(0xF, bits, 1), vals + 64, oi + 16, ov + 16);
+    if (count > 32) {
+      emit_sixteen(b, _mm512_maskz_extracti32x4_epi32(0xF, bits, 2), vals + 128, oi + 32, ov + 32);
+      if (count > 48)
+        emit_sixteen(b, _mm512_maskz_extracti32x4_epi32(0xF, bits, 3), vals + 192, oi + 48,
+                     ov + 48);
+    }
   }
 }
 
