@@ -102,8 +102,8 @@ struct Walk {
 };
 
 // Decodes granules [g_begin, g_end) from `cursor` (one per server) on into entries
-// [pos, pos_end); no write reaches write_limit (8-wide rounds overshoot up to 7 entries where
-// there is room). Returns the position after the last entry.
+// [pos, pos_end); no write reaches write_limit (whole rounds of 8 entries, 16 with AVX-512,
+// overshoot up to 16 entries where there is room). Returns the position after the last entry.
 //
 // Granule g belongs to server owner(g), and each server's granules come in increasing order in its
 // block, so a cursor per server walks its block monotonically. The output is written strictly
@@ -120,7 +120,6 @@ template <class Index, bool kWide>
   const std::uint64_t M = w.layout.elements();
   const std::uint16_t* owner = w.layout.owner_table().data();
   const std::uint64_t pos_begin = pos;
-  auto round_up8 = [](std::uint64_t x) { return (x + 7) & ~std::uint64_t{7}; };
   constexpr std::uint64_t kProgressEvery = 4096;
   for (std::uint64_t g0 = g_begin; g0 < g_end; g0 += kProgressEvery) {
     const std::uint64_t g1 = std::min(g_end, g0 + kProgressEvery);
@@ -132,30 +131,6 @@ template <class Index, bool kWide>
       if (v.format == kBitmap) {
         std::uint64_t word;
         std::memcpy(&word, v.keys + 8 * c.key++, 8);
-#if ATOLL_HAVE_AVX512_KERNELS
-        if constexpr (kWide) {
-          // Empty words too, with no branch on them: whether a granule of a Zipf gradient holds
-          // anything is close to a coin toss, and a mispredicted branch costs more than one round
-          // of the word kernel writing nothing the next word does not overwrite.
-          const auto count = static_cast<std::uint64_t>(std::popcount(word));
-          const std::uint8_t* vals = v.values + c.value * sizeof(float);
-          if (vals + (count + 16) * sizeof(float) <= w.blocks_end &&
-              pos + count + 16 <= write_limit) {
-            if (c.value + count > v.nnz || pos + count > pos_end ||
-                (base + 63 >= M && (word >> (M - base - 1) >> 1))) {
-              throw malformed(j, "bitmap does not match its values or has a bit past M");
-            }
-            c.value += count;
-            __builtin_prefetch(v.keys + 8 * c.key + 512);
-            __builtin_prefetch(vals + 1024);
-            zen_wide::emit_word(word, static_cast<std::uint32_t>(base), vals, count, oi + pos,
-                                ov + pos);
-            pos += count;
-            continue;
-          }
-        }
-#endif
-        if (!word) continue;
         const auto count = static_cast<std::uint64_t>(std::popcount(word));
         if (c.value + count > v.nnz || pos + count > pos_end ||
             (base + 63 >= M && (word >> (M - base - 1) >> 1))) {
@@ -167,20 +142,35 @@ template <class Index, bool kWide>
         // than the hardware prefetcher follows: fetch each server's stream ahead explicitly.
         __builtin_prefetch(v.keys + 8 * c.key + 512);
         __builtin_prefetch(vals + 1024);
-        if (vals + round_up8(count) * sizeof(float) <= w.blocks_end &&
-            pos + round_up8(count) <= write_limit) {
+        // Empty words take one round of the word kernel too, with no branch on them: whether a
+        // granule of a Zipf gradient holds anything is close to a coin toss, and a mispredicted
+        // branch costs more than a round that writes nothing the next word does not overwrite.
+        // Rounds are whole (16 or 8 entries): the overshoot lands in room the next word
+        // overwrites, where there is room (else the exact loop below).
+        constexpr std::uint64_t kRound = kWide ? 16 : 8;
+        const std::uint64_t span = std::max(kRound, (count + kRound - 1) & ~(kRound - 1));
+        if (vals + span * sizeof(float) <= w.blocks_end && pos + span <= write_limit) {
+#if ATOLL_HAVE_AVX512_KERNELS
+          if constexpr (kWide) {
+            zen_wide::emit_word(word, static_cast<std::uint32_t>(base), vals, count, oi + pos,
+                                ov + pos);
+            pos += count;
+            continue;
+          }
+#endif
           // Eight set bits per round with no data-dependent branch inside: a word's bit count
           // varies randomly (6.4 on average for the 1% Zipf case), and a loop that exits on it
-          // costs one misprediction per word. Rounds write whole groups of 8; the overshoot (an
-          // exhausted word gives index base + 63) lands in room the next word overwrites.
-          for (std::uint64_t done = 0; done < count; done += 8) {
+          // costs one misprediction per word. An exhausted word gives index base + 63.
+          std::uint64_t done = 0;
+          do {
 #pragma GCC unroll 8
             for (int k = 0; k < 8; ++k) {
               oi[pos + done + k] = static_cast<Index>(base + lowest_bit_or_63(word));
               word &= word - 1;
             }
             std::memcpy(ov + pos + done, vals + done * sizeof(float), 8 * sizeof(float));
-          }
+            done += 8;
+          } while (done < count);
         } else {  // the last values of the buffer or of this range: exactly `count` entries
           for (std::uint64_t k = 0; k < count; ++k) {
             oi[pos + k] =
