@@ -469,6 +469,10 @@ int main(int argc, char** argv) {
                         "sites, diloco: each site sends the top share (0, 1] of its "
                         "pseudo-gradient with error feedback, summed by the --sync scheme (every "
                         "round one clique of all sites); 0: dense");
+  train_cmd->add_option("--pseudo-topk-decay", tc.pseudo_topk_decay,
+                        "sites, --pseudo-topk: the error-feedback residual's decay b in (0, 1] "
+                        "per meeting, e = b e + delta (SparseLoCo's accumulator, with "
+                        "--outer-momentum 0); 1: plain error feedback");
   train_cmd->add_option("--timeline", tc.timeline,
                         "write each layer's compute and sync times on every rank to FILE "
                         "(JSON lines)");

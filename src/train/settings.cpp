@@ -99,6 +99,7 @@ void agree_settings(Communicator& comm, const TrainConfig& c) {
                             {"overlap-land", c.overlap_land},
                             {"overlap-mix", c.overlap_mix},
                             {"pseudo-topk", c.pseudo_topk},
+                            {"pseudo-topk-decay", c.pseudo_topk_decay},
                             {"timeline", !c.timeline.empty()},
                             {"inject-fault", c.inject_fault},
                             {"nonfinite", c.nonfinite},

@@ -79,7 +79,8 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
                                     {"--overlap-rounds", c.overlap_rounds != 0},
                                     {"--overlap-land", c.overlap_land != "meeting"},
                                     {"--overlap-mix", c.overlap_mix >= 0},
-                                    {"--pseudo-topk", c.pseudo_topk != 0}}) {
+                                    {"--pseudo-topk", c.pseudo_topk != 0},
+                                    {"--pseudo-topk-decay", c.pseudo_topk_decay != 1}}) {
       if (set) return fmt::format("{} applies with --topology (training across sites)", flag);
     }
     return std::nullopt;
@@ -145,6 +146,16 @@ std::optional<std::string> check_sites(const TrainConfig& c) {
         "--pseudo-topk {} must be in (0, 1] (the share of the pseudo-gradient "
         "each site sends), or 0 (dense)",
         c.pseudo_topk);
+  }
+  if (!(c.pseudo_topk_decay > 0 && c.pseudo_topk_decay <= 1)) {
+    return fmt::format(
+        "--pseudo-topk-decay {} must be in (0, 1] (the error-feedback residual's decay per "
+        "meeting; 1: none)",
+        c.pseudo_topk_decay);
+  }
+  if (c.pseudo_topk_decay != 1 && c.pseudo_topk == 0) {
+    return "--pseudo-topk-decay applies with --pseudo-topk (the sparse pseudo-gradients' "
+           "error feedback)";
   }
   if (c.pseudo_topk > 0 && c.strategy != "diloco") {
     return "--pseudo-topk applies to --strategy diloco (a pseudo-gradient per meeting)";

@@ -106,7 +106,7 @@ SiteTraining::SiteTraining(const TrainConfig& cfg, comm::Communicator& comm,
   compute_s_ = cfg.compute_s;
   payload_bytes_ = static_cast<double>(n * sizeof(float));
   if (cfg.pseudo_topk > 0) {  // the planner is asked with what a site sends: index and value
-    sparse_.emplace(hi_ - lo_, cfg.pseudo_topk, cfg.sync);
+    sparse_.emplace(hi_ - lo_, cfg.pseudo_topk, cfg.sync, cfg.pseudo_topk_decay);
     const auto k =
         std::max(1.0, std::floor(cfg.pseudo_topk * static_cast<double>(params_.elements())));
     payload_bytes_ = k * 8.0;

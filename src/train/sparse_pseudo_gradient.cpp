@@ -8,8 +8,8 @@
 namespace atl::train {
 
 SparsePseudoGradient::SparsePseudoGradient(std::size_t elements, double share,
-                                           const std::string& scheme)
-    : topk_(elements, share, kChunk), scheme_(sync::make_scheme(scheme)), delta_(elements) {
+                                           const std::string& scheme, double decay)
+    : topk_(elements, share, kChunk, decay), scheme_(sync::make_scheme(scheme)), delta_(elements) {
   if (elements > std::numeric_limits<std::uint32_t>::max()) {
     throw std::invalid_argument("--pseudo-topk: more than 2^32 parameters");
   }

@@ -27,8 +27,9 @@ class SparsePseudoGradient {
   static constexpr std::size_t kChunk = 4096;  // the top f is taken per chunk (topk_feedback.h)
 
   // `elements`: the parameters' count (< 2^32); `share`: f in (0, 1]; `scheme`: a sparse scheme's
-  // name (sync/scheme.h).
-  SparsePseudoGradient(std::size_t elements, double share, const std::string& scheme);
+  // name (sync/scheme.h); `decay`: the residual's decay per meeting (topk_feedback.h).
+  SparsePseudoGradient(std::size_t elements, double share, const std::string& scheme,
+                       double decay = 1);
 
   // One meeting (collective over `clique`): mean_delta := the mean over the finite members of
   // their compressed Δ. Returns the members dropped (skipped: none finite, mean_delta is zero).

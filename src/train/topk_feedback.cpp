@@ -5,8 +5,12 @@
 
 namespace atl::train {
 
-TopkFeedback::TopkFeedback(std::size_t elements, double share, std::size_t chunk)
-    : share_(share), chunk_(chunk), residual_(elements, 0.0f) {}
+TopkFeedback::TopkFeedback(std::size_t elements, double share, std::size_t chunk, double decay)
+    : share_(share), chunk_(chunk), decay_(static_cast<float>(decay)), residual_(elements, 0.0f) {
+  if (!(decay > 0 && decay <= 1)) {
+    throw std::invalid_argument("TopkFeedback: the residual's decay must be in (0, 1]");
+  }
+}
 
 torch::Tensor TopkFeedback::choose() const {
   const auto n = static_cast<std::int64_t>(residual_.size());
@@ -30,7 +34,11 @@ torch::Tensor TopkFeedback::choose() const {
 sparse::SparseGradient<std::uint32_t> TopkFeedback::compress(std::span<const float> grad) {
   const std::size_t n = residual_.size();
   if (grad.size() != n) throw std::invalid_argument("TopkFeedback: gradient of the wrong size");
-  for (std::size_t i = 0; i < n; ++i) residual_[i] += grad[i];
+  if (decay_ == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) residual_[i] += grad[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i) residual_[i] = decay_ * residual_[i] + grad[i];
+  }
   const auto chosen = choose();
   const auto k = chosen.numel();
   sparse::SparseGradient<std::uint32_t> out;

@@ -3,7 +3,9 @@
 // those entries zeroed. The residual is per rank (replicas' residuals differ). With a chunk size
 // C > 0 the selection is per chunk of C consecutive entries, max(1, share·C) in each (as
 // SparseLoCo and DeMo choose per chunk): every part of the vector is sent at the same rate, so no
-// layer's residual waits for rounds and then goes out in a burst. Private to src/train.
+// layer's residual waits for rounds and then goes out in a burst. With a decay β < 1 the residual
+// is decayed before each add, acc ← β·residual + g (SparseLoCo, Sarfi et al. 2025: the decayed
+// accumulator takes the place of DiLoCo's outer momentum). Private to src/train.
 #pragma once
 
 #include <torch/torch.h>
@@ -18,11 +20,11 @@ namespace atl::train {
 
 class TopkFeedback {
  public:
-  TopkFeedback(std::size_t elements, double share, std::size_t chunk = 0);
+  TopkFeedback(std::size_t elements, double share, std::size_t chunk = 0, double decay = 1);
   std::size_t elements() const { return residual_.size(); }
 
-  // Adds `grad` to the residual and moves the k largest entries out into a sparse gradient
-  // (sorted indices over M = elements()).
+  // Adds `grad` to the (decayed) residual and moves the k largest entries out into a sparse
+  // gradient (sorted indices over M = elements()).
   sparse::SparseGradient<std::uint32_t> compress(std::span<const float> grad);
 
   // Checkpoint state: the residual (elements() floats).
@@ -35,6 +37,7 @@ class TopkFeedback {
 
   double share_;
   std::size_t chunk_;
+  float decay_;
   std::vector<float> residual_;
 };
 

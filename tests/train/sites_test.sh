@@ -146,6 +146,22 @@ if msg=$(compare loss "$tmp/sparse/metrics.jsonl" "$tmp/sparse-resumed/metrics.j
 else
   fail "--pseudo-topk resume: ${msg:-?}"
 fi
+# The decayed residual (SparseLoCo's accumulator) reaches the run: same first meeting, later
+# losses differ.
+site_np sparse-decay 4 "${sp[@]}" --pseudo-topk 0.01 --pseudo-topk-decay 0.5
+python3 - "$tmp/sparse/metrics.jsonl" "$tmp/sparse-decay/metrics.jsonl" <<'PY' ||
+import json, math, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+la = {j["step"]: j["loss"] for j in a if "loss" in j}
+lb = {j["step"]: j["loss"] for j in b if "loss" in j}
+meets = sorted(j["step"] for j in a if "exchange_bytes" in j)
+first, last = meets[0], max(la)
+assert all(abs(la[s] - lb[s]) <= 1e-6 * abs(la[s]) for s in la if s <= first + 1), "before"
+assert la[last] != lb[last] and all(math.isfinite(v) for v in lb.values()), (la[last], lb[last])
+print(f"ok   --pseudo-topk-decay 0.5: same losses to step {first + 1}, "
+      f"final {la[last]:.4f} (decay 1) vs {lb[last]:.4f}")
+PY
+  fail "--pseudo-topk-decay"
 
 # 2e. edit across sites: EDiT's penalty over each clique's members, each site's detectors its own;
 # on the all-to-all schedule it equals plain edit (blocking sync), also when the penalty drops site
@@ -270,6 +286,10 @@ EXPECT_NP=3 expect_error pseudo-topk-cliques "--pseudo-topk needs a common ancho
   "${common[@]}" "${t3[@]}" --schedule "$tmp/pairs.txt" --pseudo-topk 0.01
 expect_error pseudo-topk-range "--pseudo-topk 2 must be in" "${common[@]}" --strategy diloco \
   --topology "$cities" --pseudo-topk 2
+expect_error pseudo-topk-decay-range "--pseudo-topk-decay 0 must be in" "${common[@]}" \
+  --strategy diloco --topology "$cities" --pseudo-topk 0.01 --pseudo-topk-decay 0
+expect_error pseudo-topk-decay-alone "--pseudo-topk-decay applies with --pseudo-topk" \
+  "${common[@]}" --strategy diloco --topology "$cities" --pseudo-topk-decay 0.9
 expect_error pseudo-topk-ddp "--pseudo-topk applies to --strategy diloco" "${common[@]}" \
   --topology "$cities" --pseudo-topk 0.01
 expect_error pseudo-topk-fpga "--transport multicast_fpga does not apply" "${common[@]}" \

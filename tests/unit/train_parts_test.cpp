@@ -454,6 +454,23 @@ TEST(TopkFeedback, SendsTheLargestAndKeepsTheRest) {
   EXPECT_THROW(other.set_residual(torch::zeros({4})), std::runtime_error);
 }
 
+TEST(TopkFeedback, DecayedResidual) {
+  TopkFeedback topk(4, 0.25, 0, 0.5);  // k = 1; e <- 0.5 e + g
+  auto s = topk.compress(std::vector<float>{4, 1, -2, 0});
+  EXPECT_EQ(s.indices, (std::vector<std::uint32_t>{0}));
+  EXPECT_EQ(s.values, (std::vector<float>{4}));
+  // Residual (0, 1, -2, 0), halved, plus the new gradient: (0, 0.5, -1, 3).
+  s = topk.compress(std::vector<float>{0, 0, 0, 3});
+  EXPECT_EQ(s.indices, (std::vector<std::uint32_t>{3}));
+  EXPECT_EQ(s.values, (std::vector<float>{3}));
+  s = topk.compress(std::vector<float>{0, 0, 0, 0});  // (0, 0.25, -0.5, 0)
+  EXPECT_EQ(s.indices, (std::vector<std::uint32_t>{2}));
+  EXPECT_EQ(s.values, (std::vector<float>{-0.5f}));
+  EXPECT_TRUE(torch::equal(topk.residual(), torch::tensor({0.f, 0.25f, 0.f, 0.f})));
+  EXPECT_THROW(TopkFeedback(4, 0.25, 0, 0), std::invalid_argument);
+  EXPECT_THROW(TopkFeedback(4, 0.25, 0, 1.5), std::invalid_argument);
+}
+
 TEST(StepTimer, NamedPhasesAddUp) {
   double now = 0;
   StepTimer t([&] { return now; });

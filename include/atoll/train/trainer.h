@@ -97,6 +97,9 @@ struct TrainConfig {
   // > 0 (diloco): each site sends the top share of its pseudo-gradient (error feedback), summed
   // by the sparse scheme --sync; every round must be one clique of all sites (a common anchor).
   double pseudo_topk = 0;
+  // With --pseudo-topk: the error-feedback residual's decay β per meeting, e ← β e + Δ
+  // (SparseLoCo's accumulator, which stands in for the outer momentum); 1: plain error feedback.
+  double pseudo_topk_decay = 1;
   std::string timeline;  // JSON lines: each unit's compute and sync on each rank (rank 0 writes)
   // Experiments only (src/train/faults.h), comma-separated: "corrupt:RANK:STEP:SCALE" scales
   // worker RANK's pseudo-gradient by SCALE (or makes it NaN with SCALE nan) at the first
