@@ -121,6 +121,7 @@ RunRecord run_record(const TrainConfig& c, int world, std::uint64_t vocabulary_f
   r.world = world;
   r.topk_residuals = c.topk > 0 ? world : 0;
   r.topk = c.topk;
+  r.pseudo_topk_decay = c.pseudo_topk_decay;
   r.lr = c.lr;
   r.embed_lr = c.embed_lr;
   r.weight_decay = c.weight_decay;
@@ -143,6 +144,7 @@ void write_run_record(torch::serialize::OutputArchive& archive, const RunRecord&
                          {"world", r.world},
                          {"topk", r.topk},
                          {"topk_residual_files", r.topk_residuals},
+                         {"pseudo_topk_decay", r.pseudo_topk_decay},
                          {"lr", r.lr},
                          {"embed_lr", r.embed_lr},
                          {"weight_decay", r.weight_decay},
@@ -186,6 +188,7 @@ RunRecord read_run_record(const std::filesystem::path& file,
       r.topk = j.at("topk").get<double>();
       // Since issue 14 every rank's residual is in its own file beside the main one.
       if (r.topk_residuals == 0) r.topk_residuals = j.value("topk_residual_files", 0);
+      r.pseudo_topk_decay = j.value("pseudo_topk_decay", 1.0);
       r.lr = j.at("lr").get<double>();
       r.embed_lr = j.at("embed_lr").get<double>();
       r.weight_decay = j.at("weight_decay").get<double>();
@@ -317,6 +320,7 @@ ResumeCheck check_resume(const RunRecord& saved, const RunRecord& now) {
   changed("--weight-decay", saved.weight_decay, now.weight_decay);
   changed("--warmup-steps", saved.warmup_steps, now.warmup_steps);
   changed("--sync", saved.sync, now.sync);
+  changed("--pseudo-topk-decay", saved.pseudo_topk_decay, now.pseudo_topk_decay);
   return out;
 }
 

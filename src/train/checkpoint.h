@@ -58,6 +58,7 @@ struct RunRecord {
   int topk_residuals = 0;  // ranks whose top-k error-feedback residual it (or its rank files) holds
   // Settings a run may change on resume (noted, not refused), as the flags spell them.
   double topk = 0, lr = 0, embed_lr = 0, weight_decay = 0;
+  double pseudo_topk_decay = 1;  // 1 for checkpoints written before it was recorded
   int batch = 0, warmup_steps = 0;
   std::uint64_t seed = 0;
   std::string sync;

@@ -6,8 +6,8 @@
 namespace atl::train {
 
 TopkFeedback::TopkFeedback(std::size_t elements, double share, std::size_t chunk, double decay)
-    : share_(share), chunk_(chunk), decay_(static_cast<float>(decay)), residual_(elements, 0.0f) {
-  if (!(decay > 0 && decay <= 1)) {
+    : share_(share), chunk_(chunk), decay_(decay), residual_(elements, 0.0f) {
+  if (!(decay > 0 && decay <= 1 && static_cast<float>(decay) > 0)) {
     throw std::invalid_argument("TopkFeedback: the residual's decay must be in (0, 1]");
   }
 }
@@ -34,10 +34,11 @@ torch::Tensor TopkFeedback::choose() const {
 sparse::SparseGradient<std::uint32_t> TopkFeedback::compress(std::span<const float> grad) {
   const std::size_t n = residual_.size();
   if (grad.size() != n) throw std::invalid_argument("TopkFeedback: gradient of the wrong size");
-  if (decay_ == 1.0f) {
+  if (decay_ == 1) {
     for (std::size_t i = 0; i < n; ++i) residual_[i] += grad[i];
   } else {
-    for (std::size_t i = 0; i < n; ++i) residual_[i] = decay_ * residual_[i] + grad[i];
+    const auto b = static_cast<float>(decay_);
+    for (std::size_t i = 0; i < n; ++i) residual_[i] = b * residual_[i] + grad[i];
   }
   const auto chosen = choose();
   const auto k = chosen.numel();

@@ -5,7 +5,9 @@
 // SparseLoCo and DeMo choose per chunk): every part of the vector is sent at the same rate, so no
 // layer's residual waits for rounds and then goes out in a burst. With a decay β < 1 the residual
 // is decayed before each add, acc ← β·residual + g (SparseLoCo, Sarfi et al. 2025: the decayed
-// accumulator takes the place of DiLoCo's outer momentum). Private to src/train.
+// accumulator takes the place of DiLoCo's outer momentum), once per compress() call: across sites,
+// once per meeting the site sends at (not at one it sits out with a non-finite Δ). Private to
+// src/train.
 #pragma once
 
 #include <torch/torch.h>
@@ -37,7 +39,7 @@ class TopkFeedback {
 
   double share_;
   std::size_t chunk_;
-  float decay_;
+  double decay_;
   std::vector<float> residual_;
 };
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 
+#include "checkpoint.h"
 #include "dense_sync.h"
 #include "embedding_grad.h"
 #include "embedding_rows.h"
@@ -469,6 +470,32 @@ TEST(TopkFeedback, DecayedResidual) {
   EXPECT_TRUE(torch::equal(topk.residual(), torch::tensor({0.f, 0.25f, 0.f, 0.f})));
   EXPECT_THROW(TopkFeedback(4, 0.25, 0, 0), std::invalid_argument);
   EXPECT_THROW(TopkFeedback(4, 0.25, 0, 1.5), std::invalid_argument);
+}
+
+// The residual's decay is recorded in a checkpoint; resuming with another is said, not silent.
+TEST(RunRecord, PseudoTopkDecayRecordedAndNoted) {
+  TrainConfig c;
+  c.pseudo_topk = 0.01;
+  c.pseudo_topk_decay = 0.95;
+  const auto path = std::filesystem::temp_directory_path() / "atoll-run-record-decay.pt";
+  {
+    torch::serialize::OutputArchive out;
+    write_run_record(out, run_record(c, 4, 1));
+    out.save_to(path.string());
+  }
+  torch::serialize::InputArchive in;
+  in.load_from(path.string());
+  const auto saved = read_run_record(path, in);
+  std::filesystem::remove(path);
+  EXPECT_EQ(saved.pseudo_topk_decay, 0.95);
+  EXPECT_TRUE(check_resume(saved, run_record(c, 4, 1)).notes.empty());
+  c.pseudo_topk_decay = 1;
+  const auto check = check_resume(saved, run_record(c, 4, 1));
+  ASSERT_EQ(check.notes.size(), 1u);
+  EXPECT_NE(check.notes[0].find("--pseudo-topk-decay 1 (the checkpoint's run had 0.95)"),
+            std::string::npos)
+      << check.notes[0];
+  EXPECT_TRUE(check.refusals.empty());
 }
 
 TEST(StepTimer, NamedPhasesAddUp) {

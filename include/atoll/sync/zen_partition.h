@@ -251,7 +251,8 @@ std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::u
 // Receiver side: decodes one chunk's n pull blocks (concatenated, block j has counts[j] bytes)
 // covering granules [granule_begin, granule_end) into oi/ov in index order; returns the number of
 // entries. The output arrays must hold capacity + kZenDecodeSlack entries (the decoder writes in
-// rounds of 8). Throws std::runtime_error on a malformed block or more than `capacity` entries.
+// whole rounds of 8 entries, 16 with AVX-512). Throws std::runtime_error on a malformed block or
+// more than `capacity` entries.
 //
 // `progress`, if set, is called every 4096 granules of a one-part decode: a real MPI library moves
 // the next chunk only while it is entered. With parts > 1 the index range is split into `parts`
@@ -262,7 +263,7 @@ std::vector<std::uint8_t> zen_encode_pull_block(const HashLayout& layout, std::u
 //
 // `order`, if not empty, is the server of each block as they lie in `blocks` (a permutation of
 // 0..n-1; a grouped pull receives them column by column); counts stay indexed by server.
-inline constexpr std::size_t kZenDecodeSlack = 8;
+inline constexpr std::size_t kZenDecodeSlack = 16;
 template <class Index>
 std::size_t zen_decode_pull_chunk(const HashLayout& layout, std::uint64_t granule_begin,
                                   std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
