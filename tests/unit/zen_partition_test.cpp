@@ -190,8 +190,13 @@ TEST(ZenPull, SmallestCodingPerDensity) {
   EXPECT_EQ(zen_pull_format(slots, slots, 4, PullCoding::smallest), 3);  // full: no code at all
   EXPECT_EQ(zen_pull_key_bytes(slots, slots, 4, PullCoding::smallest), 0u);
   EXPECT_LT(zen_pull_key_bytes(slots, slots * 99 / 100, 4, PullCoding::smallest), slots / 8 / 4);
-  // bitmap_or_coo (zen) never takes either Elias-Fano code.
+  // bitmap_or_coo (zen) never takes either Elias-Fano code, and takes indices only where they
+  // are at most a quarter of the bitmap (slots / 8 bytes): 4-byte indices below 1/128 density.
   EXPECT_EQ(zen_pull_format(slots, slots * 99 / 100, 4, PullCoding::bitmap_or_coo), 1);
+  EXPECT_EQ(zen_pull_format(slots, slots / 64, 4, PullCoding::bitmap_or_coo), 1);   // indices 1/2
+  EXPECT_EQ(zen_pull_format(slots, slots / 128, 4, PullCoding::bitmap_or_coo), 0);  // 1/4
+  EXPECT_EQ(zen_pull_format(slots, slots / 1000, 4, PullCoding::bitmap_or_coo), 0);
+  EXPECT_EQ(zen_pull_format(slots, 0, 4, PullCoding::bitmap_or_coo), 0);
 }
 
 constexpr PullCoding kCodings[] = {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest,

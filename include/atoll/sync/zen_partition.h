@@ -173,13 +173,20 @@ bool zen_exchanges_without_counts(std::uint64_t elements, std::uint32_t servers,
 // every receiver knows every block's format and size from the counts alone.
 enum class PullCoding : std::uint8_t {
   coo = 0,            // zen_coo: the indices
-  bitmap_or_coo = 1,  // zen: the hash bitmap over the server's slots where smaller than indices
+  bitmap_or_coo = 1,  // zen: the hash bitmap over the server's slots unless indices are at most
+                      // 1/kZenCooKeyShare of its bytes
   smallest = 2,       // zen_ef: the smallest of bitmap, indices, Elias-Fano (elias_fano.h) and
                       // Elias-Fano of the empty slots
   elias_fano = 3,     // Elias-Fano in every block (SchemeOptions::zen_force_elias_fano: tests)
   elias_fano_complement = 4,  // Elias-Fano of the empty slots in every block (tests)
 };
 inline constexpr std::uint8_t kPullCodings = 5;
+// Zen (bitmap_or_coo) codes a block's indices as a bitmap unless indices take at most a quarter
+// of the bitmap's bytes (density under 1/128 with 4-byte indices), not wherever they are smaller:
+// a bitmap block decodes several times faster per entry (one branch-free word per granule; COO
+// costs a data-dependent branch per granule), and between 1/128 and 1/32 the bytes a bitmap adds
+// cost less than the decode it saves at 25 Gbit/s (docs/results/sync.md, "Which coding Zen pulls").
+inline constexpr std::size_t kZenCooKeyShare = 4;
 // A pull block over `slots` slots holding `nnz` non-zeros: its format (0 indices, 1 bitmap,
 // 2 Elias-Fano of the non-zero slots, 3 Elias-Fano of the empty slots: the code for dense blocks,
 // slots - nnz positions) and its size in bytes.
