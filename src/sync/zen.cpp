@@ -5,7 +5,8 @@
 //  2. push: alltoall of counts, alltoallv of (index, value) entries;
 //  3. aggregate: server j sums what it received over its own slots 𝕀_j (≈ M/n, never M);
 //  4. pull: server j sends, to every rank, either a bitmap over 𝕀_j plus the non-zero values
-//     (|𝕀_j|/8 + 4·nnz_j bytes) or COO (8·nnz_j bytes), whichever is smaller; receivers decode
+//     (|𝕀_j|/8 + 4·nnz_j bytes) or COO (8·nnz_j bytes) where its indices are at most a quarter
+//     of the bitmap (kZenCooKeyShare: a bitmap decodes faster per entry); receivers decode
 //     into one sorted gradient with the shared layout. Bitmap bytes received per rank total
 //     ≈ M/8, independent of n. The pull is pipelined in up to SchemeOptions::zen_pull_chunks
 //     byte-balanced chunks of the index space (one Iallgatherv each; the format is chosen per
