@@ -4,6 +4,8 @@
 #include <bit>
 #include <cmath>
 
+#include "atoll/sync/zen_partition.h"
+
 namespace atl::cost {
 namespace {
 double coo_bytes(const SparsityProfile& p) { return p.index_bytes + 4.0; }
@@ -72,8 +74,13 @@ double zen_time(const SparsityProfile& p, const Network& net) {
   if (p.ranks <= 1) return 0;
   const double push = frac(p) * nnz(p) * coo_bytes(p);
   const double agg_nnz = p.gamma_n * nnz(p);
-  const double pull = frac(p) * std::min(agg_nnz * coo_bytes(p),
-                                         static_cast<double>(p.elements) / 8.0 + agg_nnz * 4.0);
+  // The pull's keys as zen_pull_format codes them at the average aggregated density: indices only
+  // where they are at most 1/kZenCooKeyShare of the bitmap, so zen may send more than zen_coo.
+  const double coo_keys = agg_nnz * p.index_bytes;
+  const double bitmap_keys = static_cast<double>(p.elements) / 8.0;
+  const double keys =
+      coo_keys * static_cast<double>(sync::kZenCooKeyShare) <= bitmap_keys ? coo_keys : bitmap_keys;
+  const double pull = frac(p) * (keys + agg_nnz * 4.0);
   return zen_latency(p, net) + (push + pull) / net.bandwidth_bytes_per_s;
 }
 

@@ -30,7 +30,26 @@ TEST(CostModel, ZenEq1AndSkewPenalty) {
   const double nnz = 0.01 * (1 << 24);
   EXPECT_DOUBLE_EQ(zen_coo_time(p, net), 15.0 / 16 * 9 * nnz * 8 / 1e9);
   EXPECT_DOUBLE_EQ(sparse_ps_time(p, net), 10 * zen_coo_time(p, net));
-  EXPECT_LE(zen_time(p, net), zen_coo_time(p, net));  // bitmap never worse than COO
+}
+
+// Zen's pull keys follow zen_pull_format: indices where they are at most a quarter of the bitmap
+// (aggregated density under 1/128 with 4-byte indices), else the bitmap, even where it is larger.
+TEST(CostModel, ZenPullKeysFollowTheCodingRule) {
+  Network net{0, 1e9};
+  const double M = 1 << 24, frac = 15.0 / 16;
+  auto zen_bytes = [&](double density, double gamma_n) {
+    return zen_time(profile(density, gamma_n, 1), net) * 1e9;
+  };
+  // Aggregated 1/256 of M: the indices (4 B each, M/64 bytes) are an eighth of the bitmap: indices.
+  const double sparse = M / 256;
+  EXPECT_DOUBLE_EQ(zen_bytes(sparse / 2 / M, 2), frac * (sparse / 2 * 8 + sparse * 4 + sparse * 4));
+  // Aggregated 1/64 of M: the indices (M/16 bytes) are half the bitmap, more than a quarter: the
+  // bitmap goes, though it is the larger code, so zen sends more than zen_coo.
+  const double mid = M / 64;
+  EXPECT_DOUBLE_EQ(zen_bytes(mid / 2 / M, 2), frac * (mid / 2 * 8 + M / 8 + mid * 4));
+  EXPECT_GT(zen_bytes(mid / 2 / M, 2), zen_coo_time(profile(mid / 2 / M, 2, 1), net) * 1e9);
+  // Dense sums: the bitmap is the smaller code as well.
+  EXPECT_LT(zen_bytes(0.05, 8), zen_coo_time(profile(0.05, 8, 1), net) * 1e9);
 }
 
 TEST(CostModel, BalancedParallelismWinsAtModerateDensity) {
