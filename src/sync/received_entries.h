@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -16,12 +17,13 @@ namespace atl::sync {
 
 // `entries` is the concatenation of the senders' blocks, counts[j] entries from rank j. Throws
 // MalformedMessage naming `what` (e.g. "zen push") and the sender when the counts do not add up
-// to entries.size(), or when an entry of sender j fails accept(j, index); with `sorted`, also
-// when an index is not greater than the one before it (across senders too).
+// to entries.size(), or when an entry of sender j fails accept(j, index); by `order`, also when
+// an index is not greater than the one before it within its sender's block or across senders too.
+enum class EntryOrder : std::uint8_t { any, per_sender, overall };
 template <class Index, class Accept>
 void check_received_entries(std::string_view what, std::span<const sparse::Entry<Index>> entries,
                             std::span<const std::size_t> counts, Accept accept,
-                            bool sorted = false) {
+                            EntryOrder order = EntryOrder::any) {
   std::size_t total = 0;
   for (const auto c : counts) {
     if (c > entries.size() - total) {
@@ -36,6 +38,7 @@ void check_received_entries(std::string_view what, std::span<const sparse::Entry
   }
   std::size_t k = 0;
   for (std::size_t j = 0; j < counts.size(); ++j) {
+    const std::size_t first = order == EntryOrder::per_sender ? k : 0;
     for (const std::size_t end = k + counts[j]; k < end; ++k) {
       const Index x = entries[k].index;
       if (!accept(j, x)) {
@@ -44,7 +47,7 @@ void check_received_entries(std::string_view what, std::span<const sparse::Entry
             "from it",
             what, j, k, static_cast<std::uint64_t>(x)));
       }
-      if (sorted && k > 0 && x <= entries[k - 1].index) {
+      if (order != EntryOrder::any && k > first && x <= entries[k - 1].index) {
         throw MalformedMessage(fmt::format(
             "{}: malformed message from rank {}: index {} at entry {} is not above the previous",
             what, j, static_cast<std::uint64_t>(x), k));
@@ -74,7 +77,7 @@ void sparse_ps_check_pull(std::uint64_t M, std::span<const sparse::Entry<Index>>
         const auto r = static_cast<std::uint32_t>(j);
         return x >= range_begin(M, n, r) && x < range_begin(M, n, r + 1);
       },
-      /*sorted=*/true);
+      EntryOrder::overall);
 }
 
 // AGsparse: any rank's entries, indices below M.

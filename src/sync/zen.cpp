@@ -242,7 +242,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     PhaseScope phase(comm, out.stats, "aggregate");
     comm::ChargedWork work(comm, op_aggregate_, static_cast<double>(sc.received.size()),
                            4.0 * static_cast<double>(layout_.slot_count(rank)));
-    zen_aggregate<Index>(layout_, rank, sc.received, sc.buckets, sc.sums, threads_, parallel(comm));
+    zen_aggregate<Index>(layout_, rank, sc.received, sc.buckets, sc.sums, sc.recv_counts, threads_,
+                         parallel(comm));
   }
 
   // With worker threads the aggregation, the encode and each chunk's decode are split into ranges

@@ -291,6 +291,31 @@ void nonzero_words(const float* v, std::size_t words, std::uint64_t* out) {
 #endif
   for (std::size_t w = 0; w < words; ++w) out[w] = nonzero_mask64(v + w * kZenGranule);
 }
+
+// zen_aggregate's range of slots: 1024 words, 256 KiB of sums, held in a core's L2 cache while the
+// senders' entries of the range are added (the whole buffer, ≈ 4 MB at M = 2^24 and 16 servers,
+// is not).
+constexpr std::size_t kAggregateRangeWords = 1024;
+
+// The entries with index in [lo, hi) added into the slot sums `buf`, sender by sender: a sender's
+// block is in increasing index order (zen_check_push), so its entries of the range are one run,
+// found by binary search.
+template <class Index>
+void add_sender_runs(const HashLayout& layout, std::span<const sparse::Entry<Index>> received,
+                     std::span<const std::size_t> counts, std::uint64_t lo, std::uint64_t hi,
+                     float* buf) {
+  const auto below = [](const sparse::Entry<Index>& e, std::uint64_t x) {
+    return static_cast<std::uint64_t>(e.index) < x;
+  };
+  const sparse::Entry<Index>* first = received.data();
+  for (const std::size_t c : counts) {
+    const sparse::Entry<Index>* last = first + c;
+    const auto* e = std::lower_bound(first, last, lo, below);
+    const auto* end = std::lower_bound(e, last, hi, below);
+    for (; e != end; ++e) buf[layout.slot(e->index)] += e->value;
+    first = last;
+  }
+}
 }  // namespace
 
 BitmapBlock bitmap_encode(std::span<const float> slot_values) {
@@ -494,48 +519,65 @@ void zen_check_push(const HashLayout& layout, std::uint32_t server,
                     std::span<const std::size_t> counts) {
   const std::uint64_t M = layout.elements();
   const std::uint16_t* owner = layout.owner_table().data();
-  check_received_entries<Index>("zen push", received, counts, [&](std::size_t, Index x) {
-    return x < M && owner[x / kZenGranule] == server;
-  });
+  // Each sender's block in increasing index order, as zen_partition sends it: zen_aggregate
+  // finds a sender's entries of a range of slots by binary search.
+  check_received_entries<Index>(
+      "zen push", received, counts,
+      [&](std::size_t, Index x) { return x < M && owner[x / kZenGranule] == server; },
+      EntryOrder::per_sender);
 }
 
 template <class Index>
 void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::vector<sparse::Entry<Index>>& received,
                    std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums,
-                   unsigned parts, const ParallelTasks& parallel) {
+                   std::span<const std::size_t> counts, unsigned parts,
+                   const ParallelTasks& parallel) {
+  std::size_t counted = 0;
+  for (const std::size_t c : counts) counted += c;
+  if (!counts.empty() && counted != received.size()) {
+    throw std::invalid_argument(
+        fmt::format("zen_aggregate: counts add up to {}, {} entries", counted, received.size()));
+  }
   const std::size_t slots = layout.slot_count(server);
   const std::size_t words = slots / kZenGranule;
   sums.sparse = received.size() * 16 < slots;
   sums.words.resize(words);
-  if (!sums.sparse && parts > 1 && words > 0) {
-    // Task t owns words [w_t, w_t+1): the slots of a range of indices (slot order is index
-    // order), so it adds exactly the received entries of that index range, in the order received.
+  if (!sums.sparse && words > 0) {
+    // Compact buffer over this server's slots (≈ M/n floats), built range by range of the slots
+    // (slot order is index order): zeroed, each sender's entries of that range added, then its
+    // bitmap words. Per slot the entries are added in the order received, for any ranges.
     sums.buffer.resize(slots);
     float* buf = sums.buffer.data();
     const std::uint64_t M = layout.elements();
-    const auto task = [&](std::size_t t) {
-      const std::size_t w0 = words * t / parts, w1 = words * (t + 1) / parts;
-      if (w0 == w1) return;
+    // With the senders' counts, ranges of kAggregateRangeWords keep the buffer's range in cache
+    // while every sender adds to it; without them, one pass over all entries per task.
+    const std::size_t step = counts.empty() ? words : kAggregateRangeWords;
+    const auto range = [&](std::size_t w0, std::size_t w1) {
       std::fill(buf + w0 * kZenGranule, buf + w1 * kZenGranule, 0.0f);
       const std::uint64_t lo = layout.index_of(server, w0 * kZenGranule);
       const std::uint64_t hi = w1 == words ? M : layout.index_of(server, w1 * kZenGranule);
-      for (const auto& e : received) {
-        const auto x = static_cast<std::uint64_t>(e.index);
-        if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
+      if (counts.empty()) {
+        for (const auto& e : received) {
+          const auto x = static_cast<std::uint64_t>(e.index);
+          if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
+        }
+      } else {
+        add_sender_runs<Index>(layout, received, counts, lo, hi, buf);
       }
       nonzero_words(buf + w0 * kZenGranule, w1 - w0, sums.words.data() + w0);
     };
-    if (parallel)
-      parallel(parts, task);
+    const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(parts, words));
+    const auto task = [&](std::size_t t) {
+      const std::size_t w0 = words * t / tasks, w1 = words * (t + 1) / tasks;
+      for (std::size_t w = w0; w < w1; w += step) range(w, std::min(w1, w + step));
+    };
+    if (parallel && tasks > 1)
+      parallel(tasks, task);
     else
-      for (std::size_t t = 0; t < parts; ++t) task(t);
+      for (std::size_t t = 0; t < tasks; ++t) task(t);
   } else if (!sums.sparse) {
-    // Compact buffer over this server's slots (≈ M/n floats).
-    sums.buffer.assign(slots, 0.0f);
-    float* buf = sums.buffer.data();
-    for (const auto& e : received) buf[layout.slot(e.index)] += e.value;
-    nonzero_words(buf, words, sums.words.data());
+    sums.buffer.clear();  // no slots
   } else {
     // Few entries for many slots: sort them instead of scanning the slots. Slot order is index
     // order (granules are sorted).
@@ -571,8 +613,8 @@ template void zen_partition(const SparseGradient<std::uint64_t>&, const HashLayo
   template void zen_check_push(const HashLayout&, std::uint32_t,                                 \
                                std::span<const sparse::Entry<I>>, std::span<const std::size_t>); \
   template void zen_aggregate(const HashLayout&, std::uint32_t, std::vector<sparse::Entry<I>>&,  \
-                              std::span<const std::uint64_t>, ZenServerSums<I>&, unsigned,       \
-                              const ParallelTasks&);
+                              std::span<const std::uint64_t>, ZenServerSums<I>&,                 \
+                              std::span<const std::size_t>, unsigned, const ParallelTasks&);
 ATOLL_ZEN_INSTANTIATE(std::uint32_t)
 ATOLL_ZEN_INSTANTIATE(std::uint64_t)
 #undef ATOLL_ZEN_INSTANTIATE

@@ -48,6 +48,24 @@ TEST(ReceivedMessages, ZenGroupsRefusesForeignAndOutOfRangeIndices) {
   std::vector<std::size_t> too_many{1, 1, 1};
   expect_refused([&] { zen_check_push<std::uint32_t>(layout, 1, ok, too_many); },
                  {"announced more"});
+  // Each sender's block in increasing index order (the aggregation searches it); a new sender's
+  // block starts low again.
+  const std::uint32_t next = index_owned(layout, 1, true, mine + 1);
+  std::vector<E32> ordered{{mine, 1.0f}, {next, 2.0f}, {mine, 3.0f}};
+  EXPECT_NO_THROW(
+      zen_check_push<std::uint32_t>(layout, 1, ordered, std::vector<std::size_t>{2, 1, 0}));
+  std::vector<E32> backwards{{mine, 1.0f}, {next, 2.0f}, {mine, 3.0f}};
+  expect_refused(
+      [&] {
+        zen_check_push<std::uint32_t>(layout, 1, backwards, std::vector<std::size_t>{0, 3, 0});
+      },
+      {"from rank 1", "not above the previous"});
+  std::vector<E32> twice{{mine, 1.0f}, {mine, 2.0f}};
+  expect_refused(
+      [&] {
+        zen_check_push<std::uint32_t>(layout, 1, twice, std::vector<std::size_t>{2, 0, 0});
+      },
+      {"from rank 0", "not above the previous"});
 }
 
 TEST(ReceivedMessages, ZenPullRefusesCountsPastTheBuffer) {

@@ -251,19 +251,23 @@ namespace {
 using atl::sync::HashLayout;
 
 // Every server's received entries for `workers` Zipf gradients (integer values: exact sums).
-std::vector<std::vector<sparse::Entry<std::uint32_t>>> push_all(const HashLayout& layout,
-                                                                double density, int workers,
-                                                                std::vector<double>& dense) {
+// Every worker's push delivered; counts[j][w]: the entries server j received from worker w.
+std::vector<std::vector<sparse::Entry<std::uint32_t>>> push_all(
+    const HashLayout& layout, double density, int workers, std::vector<double>& dense,
+    std::vector<std::vector<std::size_t>>* counts = nullptr,
+    sparse::ValueKind values = sparse::ValueKind::integer) {
   const std::uint32_t n = layout.servers();
   std::vector<std::vector<sparse::Entry<std::uint32_t>>> received(n);
   dense.assign(layout.elements(), 0.0);
+  if (counts) counts->assign(n, {});
   for (int w = 0; w < workers; ++w) {
-    sparse::GeneratorOptions o{layout.elements(), density, 1.1, 3, sparse::ValueKind::integer};
+    sparse::GeneratorOptions o{layout.elements(), density, 1.1, 3, values};
     const auto g = sparse::generate_gradient<std::uint32_t>(o, w);
     for (std::size_t k = 0; k < g.nnz(); ++k) dense[g.indices[k]] += g.values[k];
     HashPartition<std::uint32_t> part;
     zen_partition(g, layout, part);
     deliver(part, received);
+    for (std::uint32_t j = 0; counts && j < n; ++j) (*counts)[j].push_back(part.counts[j]);
   }
   return received;
 }
@@ -367,30 +371,37 @@ TEST(ZenPull, AggregateInPartsEqualsOnePart) {
   const std::uint32_t n = 5;
   const HashLayout layout(M, n, 9);
   const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+  // Float values (not integers): a different order of additions would show in the sums' bits.
   for (double density : {0.0005, 0.05, 0.3}) {
     std::vector<double> dense;
-    const auto received = push_all(layout, density, 4, dense);
+    std::vector<std::vector<std::size_t>> counts;
+    const auto received = push_all(layout, density, 4, dense, &counts, sparse::ValueKind::normal);
     for (std::uint32_t j = 0; j < n; ++j) {
       auto entries = received[j];
       ZenServerSums<std::uint32_t> one;
-      zen_aggregate(layout, j, entries, buckets, one);
-      for (const unsigned parts : {2u, 3u, 7u, 100000u})
-        for (const bool threaded : {false, true}) {
-          SCOPED_TRACE(::testing::Message()
-                       << "density " << density << ", server " << j << ", " << parts << " parts"
-                       << (threaded ? " on threads" : ""));
-          auto copy = received[j];
-          ZenServerSums<std::uint32_t> split;
-          zen_aggregate(layout, j, copy, buckets, split, parts,
-                        threaded ? on_threads : ParallelTasks{});
-          ASSERT_EQ(split.sparse, one.sparse);
-          EXPECT_EQ(split.buffer, one.buffer);  // bit for bit: the same additions in the same order
-          EXPECT_EQ(split.idx, one.idx);
-          EXPECT_EQ(split.val, one.val);
-          EXPECT_EQ(split.words, one.words);
-          EXPECT_EQ(split.nnz_before, one.nnz_before);
-          EXPECT_EQ(split.bucket_nnz, one.bucket_nnz);
-        }
+      zen_aggregate(layout, j, entries, buckets, one);  // one pass over the entries
+      // With the senders' counts: range by range of the slots, each sender's run by binary search.
+      for (const unsigned parts : {1u, 2u, 3u, 7u, 100000u})
+        for (const bool with_counts : {false, true})
+          for (const bool threaded : {false, true}) {
+            SCOPED_TRACE(::testing::Message()
+                         << "density " << density << ", server " << j << ", " << parts << " parts"
+                         << (threaded ? " on threads" : "") << (with_counts ? ", counts" : ""));
+            auto copy = received[j];
+            ZenServerSums<std::uint32_t> split;
+            zen_aggregate(layout, j, copy, buckets, split,
+                          with_counts ? std::span<const std::size_t>(counts[j])
+                                      : std::span<const std::size_t>{},
+                          parts, threaded ? on_threads : ParallelTasks{});
+            ASSERT_EQ(split.sparse, one.sparse);
+            EXPECT_EQ(split.buffer,
+                      one.buffer);  // bit for bit: the same additions in the same order
+            EXPECT_EQ(split.idx, one.idx);
+            EXPECT_EQ(split.val, one.val);
+            EXPECT_EQ(split.words, one.words);
+            EXPECT_EQ(split.nnz_before, one.nnz_before);
+            EXPECT_EQ(split.bucket_nnz, one.bucket_nnz);
+          }
     }
   }
 }

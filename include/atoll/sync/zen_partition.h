@@ -210,15 +210,18 @@ struct ZenServerSums {
   std::vector<std::uint64_t> bucket_nnz;  // non-zeros per bucket of bucket_bounds
 };
 
-// Server side, step 1: sums the entries this server received over its slots (a compact buffer of
-// ≈ M/n floats, never M) and counts the non-zero sums per bucket.
 // Server side, before aggregating: every received push entry (counts[j] from rank j) must be an
-// index below M that `server` owns. MalformedMessage naming the sender otherwise.
+// index below M that `server` owns, and each sender's entries in increasing index order.
+// MalformedMessage naming the sender otherwise.
 template <class Index>
 void zen_check_push(const HashLayout& layout, std::uint32_t server,
                     std::span<const sparse::Entry<Index>> received,
                     std::span<const std::size_t> counts);
 
+// Server side, step 1: sums the entries this server received over its slots (a compact buffer of
+// ≈ M/n floats, never M) and counts the non-zero sums per bucket. `counts` (the senders' block
+// sizes, checked by zen_check_push; empty: unknown) lets the buffer be built range by range of
+// cache size, each sender's run of that range found by binary search.
 // With parts > 1, the slot buffer's form is built by `parts` tasks of `parallel` (empty: one after
 // another), each over one range of the slots (zeroing, adding the entries of its range in the
 // order received, then the bitmap words): the sums are the same for every number of parts.
@@ -228,7 +231,8 @@ template <class Index>
 void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::vector<sparse::Entry<Index>>& received,
                    std::span<const std::uint64_t> bucket_bounds, ZenServerSums<Index>& sums,
-                   unsigned parts = 1, const ParallelTasks& parallel = {});
+                   std::span<const std::size_t> counts = {}, unsigned parts = 1,
+                   const ParallelTasks& parallel = {});
 // Step 2: appends the pull block of the server's slots [s0, s1) (multiples of 64) to `block`:
 // [u8 format][u64 nnz][bitmap | indices | Elias-Fano code][values]; returns its size
 // (= zen_pull_block_bytes). While encoding, `block` grows by kZenEncodeSlack floats more than
