@@ -11,6 +11,16 @@ void check_size(std::size_t got, std::size_t want) {
   if (got != want) throw std::invalid_argument("FlatParams: flat buffer of the wrong size");
 }
 
+// dst[i] = src[i] * scale for n values, in blocks of a fixed 64 with restrict pointers so that GCC
+// vectorises it at -O2 (finite_values.cpp says why).
+void copy_scaled(const float* __restrict src, float* __restrict dst, std::size_t n, float scale) {
+  constexpr std::size_t kBlock = 64;
+  const std::size_t whole = n - n % kBlock;
+  for (std::size_t b = 0; b < whole; b += kBlock)
+    for (std::size_t i = b; i < b + kBlock; ++i) dst[i] = src[i] * scale;
+  for (std::size_t i = whole; i < n; ++i) dst[i] = src[i] * scale;
+}
+
 // Calls f(parameter, its offset in the flat view, its elements, its list index) for each
 // parameter that lies wholly in [begin, end); a parameter the range cuts throws
 // std::invalid_argument.
@@ -64,8 +74,7 @@ void FlatParams::scatter_grads(std::span<const float> flat, float scale) const {
     if (!p.grad().defined()) p.mutable_grad() = torch::empty_like(p);
     auto& grad = p.mutable_grad();
     if (grad.is_contiguous() && grad.scalar_type() == torch::kFloat) {
-      float* to = grad.data_ptr<float>();  // one pass: scaled as copied
-      for (std::size_t i = 0; i < n; ++i) to[i] = flat[off + i] * scale;
+      copy_scaled(flat.data() + off, grad.data_ptr<float>(), n, scale);  // one pass
     } else {
       grad.copy_(torch::from_blob(const_cast<float*>(flat.data()) + off, p.sizes(), torch::kFloat))
           .mul_(scale);

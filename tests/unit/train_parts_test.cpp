@@ -13,6 +13,7 @@
 #include "dense_sync.h"
 #include "embedding_grad.h"
 #include "embedding_rows.h"
+#include "finite_values.h"
 #include "flat_params.h"
 #include "lazy_adamw.h"
 #include "local_sgd_shards.h"
@@ -278,6 +279,21 @@ TEST(FlatParams, GradientsAndValuesRoundTrip) {
   EXPECT_THROW(flat.gather_values(wrong), std::invalid_argument);
 }
 
+// Longer than the scaled copy's blocks of 64 (a block and a tail in each parameter): every value
+// scaled as one multiplication, the same bits as computed here.
+TEST(FlatParams, ScatterGradsScalesEveryValueOfBlocksAndTail) {
+  auto a = torch::zeros({150}).set_requires_grad(true);
+  auto b = torch::zeros({64}).set_requires_grad(true);
+  FlatParams flat({a, b});
+  std::vector<float> g(214);
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i) * 0.7f - 3.0f;
+  const float scale = 1.0f / 3;
+  flat.scatter_grads(g, scale);
+  std::vector<float> back(214);
+  EXPECT_EQ(flat.gather_grads(back), -1);
+  for (std::size_t i = 0; i < g.size(); ++i) ASSERT_EQ(back[i], g[i] * scale) << i;
+}
+
 TEST(FlatParams, ScatterRangeCopiesWholeParametersOnly) {
   auto a = torch::zeros({2, 3});
   auto b = torch::zeros({2});
@@ -319,6 +335,31 @@ TEST(FlatParams, GatherGradsRangeTakesWholeParametersOnly) {
 
 // The copy into the flat buffer checks the gradients in the same pass: it names the first
 // parameter (list index) holding a NaN or an infinity, in any position, and still copies all.
+// The checks run in blocks of 64 values and a scalar tail: a bad value is found at every place
+// of both, at every length around the block size; the copy is bit for bit; the scaled copy too.
+TEST(FiniteValues, EveryPositionOfBlocksAndTail) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const std::size_t n : {0u, 1u, 63u, 64u, 65u, 128u, 130u, 200u}) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) - 50.5f;
+    if (n > 0) v[n / 2] = std::numeric_limits<float>::denorm_min();  // finite
+    std::vector<float> out(n + 1, 7.0f);
+    EXPECT_TRUE(all_finite(v)) << n;
+    EXPECT_TRUE(copy_all_finite(v, out.data())) << n;
+    EXPECT_EQ(std::memcmp(out.data(), v.data(), n * sizeof(float)), 0);
+    EXPECT_EQ(out[n], 7.0f) << "wrote past the end at " << n;
+    for (const float bad : {nan, inf, -inf})
+      for (std::size_t at = 0; at < n; ++at) {
+        auto w = v;
+        w[at] = bad;
+        EXPECT_FALSE(all_finite(w)) << n << " " << at;
+        EXPECT_FALSE(copy_all_finite(w, out.data())) << n << " " << at;
+        EXPECT_EQ(std::memcmp(out.data(), w.data(), n * sizeof(float)), 0);
+      }
+  }
+}
+
 TEST(FlatParams, GatherGradsNamesTheFirstNonFiniteParameter) {
   ThreeGradients t;
   auto& [a, b, c, flat, g] = t;
