@@ -3,7 +3,8 @@
 //  applied
 //     to 64-index granules: see zen_partition.h);
 //  2. push: alltoall of counts, alltoallv of (index, value) entries;
-//  3. aggregate: server j sums what it received over its own slots 𝕀_j (≈ M/n, never M);
+//  3. aggregate: server j sums what it received over its own slots 𝕀_j (≈ M/n, never M), in
+//     cache-sized ranges of the slots, each sender's run of a range found by binary search;
 //  4. pull: server j sends, to every rank, either a bitmap over 𝕀_j plus the non-zero values
 //     (|𝕀_j|/8 + 4·nnz_j bytes) or COO (8·nnz_j bytes) where its indices are at most a quarter
 //     of the bitmap (kZenCooKeyShare: a bitmap decodes faster per entry); receivers decode

@@ -284,12 +284,14 @@ TEST(FlatParams, GradientsAndValuesRoundTrip) {
 TEST(FlatParams, ScatterGradsScalesEveryValueOfBlocksAndTail) {
   auto a = torch::zeros({150}).set_requires_grad(true);
   auto b = torch::zeros({64}).set_requires_grad(true);
-  FlatParams flat({a, b});
-  std::vector<float> g(214);
+  auto c = torch::zeros({1}).set_requires_grad(true);  // tails alone
+  auto d = torch::zeros({63}).set_requires_grad(true);
+  FlatParams flat({a, b, c, d});
+  std::vector<float> g(278);
   for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i) * 0.7f - 3.0f;
   const float scale = 1.0f / 3;
   flat.scatter_grads(g, scale);
-  std::vector<float> back(214);
+  std::vector<float> back(278);
   EXPECT_EQ(flat.gather_grads(back), -1);
   for (std::size_t i = 0; i < g.size(); ++i) ASSERT_EQ(back[i], g[i] * scale) << i;
 }
@@ -333,10 +335,8 @@ TEST(FlatParams, GatherGradsRangeTakesWholeParametersOnly) {
   EXPECT_THROW(flat.gather_grads_range(buf, 3, 9), std::invalid_argument);  // cuts a
 }
 
-// The copy into the flat buffer checks the gradients in the same pass: it names the first
-// parameter (list index) holding a NaN or an infinity, in any position, and still copies all.
 // The checks run in blocks of 64 values and a scalar tail: a bad value is found at every place
-// of both, at every length around the block size; the copy is bit for bit; the scaled copy too.
+// of both, at every length around the block size; the copy is bit for bit.
 TEST(FiniteValues, EveryPositionOfBlocksAndTail) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -360,6 +360,8 @@ TEST(FiniteValues, EveryPositionOfBlocksAndTail) {
   }
 }
 
+// The copy into the flat buffer checks the gradients in the same pass: it names the first
+// parameter (list index) holding a NaN or an infinity, in any position, and still copies all.
 TEST(FlatParams, GatherGradsNamesTheFirstNonFiniteParameter) {
   ThreeGradients t;
   auto& [a, b, c, flat, g] = t;

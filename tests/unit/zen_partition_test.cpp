@@ -404,6 +404,15 @@ TEST(ZenPull, AggregateInPartsEqualsOnePart) {
           }
     }
   }
+  // Counts that do not add up to the entries are refused before anything is read.
+  std::vector<double> dense;
+  std::vector<std::vector<std::size_t>> counts;
+  auto received = push_all(layout, 0.05, 2, dense, &counts);
+  counts[0].back() += 1;
+  ZenServerSums<std::uint32_t> sums;
+  EXPECT_THROW(
+      zen_aggregate(layout, 0, received[0], buckets, sums, std::span<const std::size_t>(counts[0])),
+      std::invalid_argument);
 }
 
 // On a network, a block is at least its share of the bandwidth-delay product: a rank receives

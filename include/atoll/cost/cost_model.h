@@ -48,7 +48,9 @@ double sparcml_time(const SparsityProfile& p, const Network& net);  // Eq. 2 + l
 double omnireduce_time(const SparsityProfile& p, const Network& net);
 double sparse_ps_time(const SparsityProfile& p, const Network& net);
 double zen_coo_time(const SparsityProfile& p, const Network& net);  // Eq. 1 + latency
-double zen_time(const SparsityProfile& p, const Network& net);      // Eq. 1, bitmap pull
+// Eq. 1 with the pull's keys as zen codes them: indices where at most 1/kZenCooKeyShare of the
+// bitmap (zen_partition.h), else the bitmap, which may be the larger.
+double zen_time(const SparsityProfile& p, const Network& net);
 // Eq. 1 with the smallest of bitmap, COO and Elias-Fano index bytes in the pull (network only:
 // the model does not charge Elias-Fano's extra decode work; auto's trial calls measure it).
 double zen_ef_time(const SparsityProfile& p, const Network& net);
