@@ -1,5 +1,6 @@
-// Zen's pull block format, shared by the encoder (zen_partition.cpp) and the decoder
-// (zen_decode.cpp): a 1-byte format, the non-zero count (8 bytes), the keys, then the values.
+// Zen's pull block format, shared by the encoder (zen_encode.cpp; sizes in zen_pull_layout.cpp)
+// and the decoder (zen_decode.cpp): a 1-byte format, the non-zero count (8 bytes), the keys, then
+// the values.
 #pragma once
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 // stored packed, and its high part x >> L, stored in unary as bit (x >> L) + i of a bit vector of
 // k + (u >> L) + 1 bits. Issue 18's third index format beside the hash bitmap (u / 8 bytes) and
 // COO (4 or 8 bytes per index): Zen's pull carries it when it is the smallest of the three
-// (scheme zen_ef, src/sync/zen_partition.cpp); docs/results/index-coding.md measures what it saves.
+// (scheme zen_ef, src/sync/zen_pull_layout.cpp); docs/results/index-coding.md measures what it saves.
 //
 // Why not libsdsl's sd_vector (Debian's libsdsl-dev): its serialized form carries its own headers,
 // and its loader trusts the sizes it reads, so a corrupt block from a peer could make it allocate
@@ -35,7 +35,7 @@ void elias_fano_decode(std::span<const std::uint8_t> code, std::uint64_t univers
 // first): the form Zen's pull decoder walks.
 void elias_fano_decode_bitmap(std::span<const std::uint8_t> code, std::uint64_t universe,
                               std::uint64_t count, std::span<std::uint64_t> words);
-// The bitmap forms Zen's pull blocks carry (src/sync/zen_partition.cpp, zen_rows.cpp): `words`
+// The bitmap forms Zen's pull blocks carry (src/sync/zen_encode.cpp, zen_rows.cpp): `words`
 // holds one bit per position of [0, universe) (ceil(universe / 64) words; bits past the universe
 // are ignored). Appends the code of its set positions, or with `complement` of its clear ones
 // (a nearly full block lists its few empty slots).
