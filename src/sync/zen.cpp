@@ -52,7 +52,6 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
         name_(std::move(name)),
         coding_(coding),
         op_partition_(comm::cpu_op_id(name_ + ".partition")),
-        op_check_push_(comm::cpu_op_id(name_ + ".check_push")),
         op_aggregate_(comm::cpu_op_id(name_ + ".aggregate")),
         op_plan_(comm::cpu_op_id(name_ + ".plan")),
         op_encode_(comm::cpu_op_id(name_ + ".encode")),
@@ -152,7 +151,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       } else {
         groups_.push<Index>(comm, sc.part, sc.received, sc.recv_counts);
       }
-      check_push<Index>(comm, out);
+      push_load<Index>(comm, out);
     }
     aggregate<Index>(comm, out);
     util::fault_point("pull");  // --inject-fault kill/stop at the pull (not a PhaseScope)
@@ -203,7 +202,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
                                        entry_bytes, sc.pushed, sc.received, sc.recv_counts);
       if (all.all.failed) settle_input(comm, all.all, input_problem_, grad.elements, grad.width);
       if (all.changed) return false;
-      check_push<Index>(comm, out);
+      push_load<Index>(comm, out);
     }
     aggregate<Index>(comm, out);
     util::fault_point("pull");
@@ -221,13 +220,12 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
     zen_partition(grad, layout_, scratch<Index>().part);
   }
 
-  // Every received entry is this server's (part of the push phase).
+  // The bytes this server received from others. (Every received entry is checked to be this
+  // server's, in order per sender, by zen_aggregate as it adds them.)
   template <class Index>
-  void check_push(Communicator& comm, SyncResult<Index>& out) {
-    Scratch<Index>& sc = scratch<Index>();
-    const auto rank = static_cast<std::uint32_t>(comm.rank());
-    comm::ChargedWork work(comm, op_check_push_, static_cast<double>(sc.received.size()));
-    zen_check_push<Index>(layout_, rank, sc.received, sc.recv_counts);
+  void push_load(const Communicator& comm, SyncResult<Index>& out) {
+    const Scratch<Index>& sc = scratch<Index>();
+    const auto rank = static_cast<std::size_t>(comm.rank());
     out.stats.push_load_bytes = (sc.received.size() - sc.recv_counts[rank]) * sizeof(Entry<Index>);
   }
 
@@ -322,7 +320,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   unsigned threads_ = 0;            // resolved on the first call (comm::resolve_threads)
   std::string name_;
   PullCoding coding_;
-  std::size_t op_partition_, op_check_push_, op_aggregate_, op_plan_, op_encode_,
+  std::size_t op_partition_, op_aggregate_, op_plan_, op_encode_,
       op_decode_;     // cpu_costs.h
   ZenGroups groups_;  // the push and the pull's transport, flat or in groups of ranks
   HashLayout layout_;

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "atoll/sync/zen_partition.h"
 #include "atoll/util/cpu_features.h"
@@ -55,24 +58,85 @@ void nonzero_words(const float* v, std::size_t words, std::uint64_t* out) {
 // is not).
 constexpr std::size_t kAggregateRangeWords = 1024;
 
-// The entries with index in [lo, hi) added into the slot sums `buf`, sender by sender: a sender's
-// block is in increasing index order (zen_check_push), so its entries of the range are one run,
-// found by binary search.
+// Where one task's walk of every sender's block began and ended (entry positions in `received`),
+// [task * senders + sender]; `bad`: a task met an entry that failed the check.
+struct SenderWalks {
+  std::vector<std::size_t> begin, end;
+  std::vector<char> bad;
+};
+
+// One task of zen_aggregate with the senders' counts: the slots [w0, w1) in ranges of
+// kAggregateRangeWords, every range zeroed, every sender's entries of the range added (in the
+// order received), then its bitmap words. The push is checked on the way, so its entries are read
+// once: each sender's walk starts at its first entry not below the task's first index (binary
+// search, trusted only once the walks chain, see walks_chain) and takes, range by range, the
+// entries below the range's end; each must be above the sender's previous one (and not below the
+// task's first index) and sit in a slot of the range that holds its index, that is in one of this
+// server's granules; no other entry is added (false: the task stopped there).
 template <class Index>
-void add_sender_runs(const HashLayout& layout, std::span<const sparse::Entry<Index>> received,
-                     std::span<const std::size_t> counts, std::uint64_t lo, std::uint64_t hi,
-                     float* buf) {
+bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
+                        std::span<const sparse::Entry<Index>> received,
+                        std::span<const std::size_t> block_begin, std::size_t w0, std::size_t w1,
+                        float* buf, std::uint64_t* words_out, std::size_t* walk_begin,
+                        std::size_t* walk_end) {
+  constexpr std::uint64_t G = kZenGranule;
+  const std::size_t senders = block_begin.size() - 1;
+  const std::span<const std::uint64_t> mine = layout.granules(server);  // sorted
+  const auto first_index = [&](std::size_t w) {
+    return w == mine.size() ? layout.elements() : mine[w] * G;
+  };
+  const std::uint64_t task_lo = first_index(w0);
   const auto below = [](const sparse::Entry<Index>& e, std::uint64_t x) {
     return static_cast<std::uint64_t>(e.index) < x;
   };
-  const sparse::Entry<Index>* first = received.data();
-  for (const std::size_t c : counts) {
-    const sparse::Entry<Index>* last = first + c;
-    const auto* e = std::lower_bound(first, last, lo, below);
-    const auto* end = std::lower_bound(e, last, hi, below);
-    for (; e != end; ++e) buf[layout.slot(e->index)] += e->value;
-    first = last;
+  std::vector<std::size_t> cursor(senders);
+  std::vector<std::uint64_t> floor(senders, task_lo);  // the least index a sender may send next
+  for (std::size_t j = 0; j < senders; ++j) {
+    cursor[j] = static_cast<std::size_t>(std::lower_bound(received.begin() + block_begin[j],
+                                                          received.begin() + block_begin[j + 1],
+                                                          task_lo, below) -
+                                         received.begin());
+    walk_begin[j] = cursor[j];
   }
+  const sparse::Entry<Index>* e = received.data();
+  for (std::size_t r0 = w0; r0 < w1; r0 += kAggregateRangeWords) {
+    const std::size_t r1 = std::min(w1, r0 + kAggregateRangeWords);
+    const std::uint64_t hi = first_index(r1);  // <= M
+    std::fill(buf + r0 * G, buf + r1 * G, 0.0f);
+    for (std::size_t j = 0; j < senders; ++j) {
+      std::size_t k = cursor[j];
+      std::uint64_t least = floor[j];
+      for (const std::size_t end = block_begin[j + 1]; k < end; ++k) {
+        const auto x = static_cast<std::uint64_t>(e[k].index);
+        if (x >= hi) break;
+        const std::size_t s = layout.slot(x);  // x < M: a granule of the layout
+        if (x < least || s < r0 * G || s >= r1 * G || mine[s / G] != x / G) return false;
+        buf[s] += e[k].value;
+        least = x + 1;
+      }
+      cursor[j] = k;
+      floor[j] = least;
+    }
+    nonzero_words(buf + r0 * G, r1 - r0, words_out + r0);
+  }
+  std::copy(cursor.begin(), cursor.end(), walk_end);
+  return true;
+}
+
+// The tasks' walks took every sender's block whole and each entry once: the first task's walk
+// starts at the block's first entry, each next task's where the previous one's ended, and the
+// last one ends at the block's end. Then, each walk being increasing and inside its task's
+// indices, every block is increasing and every entry was checked.
+bool walks_chain(const SenderWalks& walks, std::span<const std::size_t> block_begin,
+                 std::size_t tasks) {
+  const std::size_t senders = block_begin.size() - 1;
+  for (std::size_t j = 0; j < senders; ++j) {
+    if (walks.begin[j] != block_begin[j]) return false;
+    for (std::size_t t = 0; t + 1 < tasks; ++t)
+      if (walks.end[t * senders + j] != walks.begin[(t + 1) * senders + j]) return false;
+    if (walks.end[(tasks - 1) * senders + j] != block_begin[j + 1]) return false;
+  }
+  return true;
 }
 }  // namespace
 
@@ -140,39 +204,65 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   const std::size_t words = slots / kZenGranule;
   sums.sparse = received.size() * 16 < slots;
   sums.words.resize(words);
-  if (!sums.sparse && words > 0) {
-    // Compact buffer over this server's slots (≈ M/n floats), built range by range of the slots
-    // (slot order is index order): zeroed, each sender's entries of that range added, then its
-    // bitmap words. Per slot the entries are added in the order received, for any ranges.
+  const bool dense = !sums.sparse && words > 0;
+  if (!counts.empty() && !dense) zen_check_push<Index>(layout, server, received, counts);
+  if (dense) {
+    // Compact buffer over this server's slots (≈ M/n floats), built by `tasks` tasks over
+    // consecutive words (slot order is index order). Per slot the entries are added in the order
+    // received, for any tasks and ranges.
     sums.buffer.resize(slots);
     float* buf = sums.buffer.data();
-    const std::uint64_t M = layout.elements();
-    // With the senders' counts, ranges of kAggregateRangeWords keep the buffer's range in cache
-    // while every sender adds to it; without them, one pass over all entries per task.
-    const std::size_t step = counts.empty() ? words : kAggregateRangeWords;
-    const auto range = [&](std::size_t w0, std::size_t w1) {
-      std::fill(buf + w0 * kZenGranule, buf + w1 * kZenGranule, 0.0f);
-      const std::uint64_t lo = layout.index_of(server, w0 * kZenGranule);
-      const std::uint64_t hi = w1 == words ? M : layout.index_of(server, w1 * kZenGranule);
-      if (counts.empty()) {
+    const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(parts, words));
+    const auto task_words = [&](std::size_t t) {
+      return std::pair{words * t / tasks, words * (t + 1) / tasks};
+    };
+    std::function<void(std::size_t)> task;
+    std::vector<std::size_t> block_begin;
+    SenderWalks walks;
+    if (counts.empty()) {
+      // Without the counts (entries checked by the caller): one pass over all entries per task.
+      const std::uint64_t M = layout.elements();
+      task = [&](std::size_t t) {
+        const auto [w0, w1] = task_words(t);
+        std::fill(buf + w0 * kZenGranule, buf + w1 * kZenGranule, 0.0f);
+        const std::uint64_t lo = layout.index_of(server, w0 * kZenGranule);
+        const std::uint64_t hi = w1 == words ? M : layout.index_of(server, w1 * kZenGranule);
         for (const auto& e : received) {
           const auto x = static_cast<std::uint64_t>(e.index);
           if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
         }
-      } else {
-        add_sender_runs<Index>(layout, received, counts, lo, hi, buf);
-      }
-      nonzero_words(buf + w0 * kZenGranule, w1 - w0, sums.words.data() + w0);
-    };
-    const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(parts, words));
-    const auto task = [&](std::size_t t) {
-      const std::size_t w0 = words * t / tasks, w1 = words * (t + 1) / tasks;
-      for (std::size_t w = w0; w < w1; w += step) range(w, std::min(w1, w + step));
-    };
+        nonzero_words(buf + w0 * kZenGranule, w1 - w0, sums.words.data() + w0);
+      };
+    } else {
+      // With them: ranges of the slots that stay in cache while every sender adds to them, the
+      // push checked on the way (add_checked_ranges).
+      block_begin.assign(counts.size() + 1, 0);
+      for (std::size_t j = 0; j < counts.size(); ++j)
+        block_begin[j + 1] = block_begin[j] + counts[j];
+      walks.begin.resize(tasks * counts.size());
+      walks.end.resize(tasks * counts.size());
+      walks.bad.assign(tasks, 0);
+      task = [&](std::size_t t) {
+        const auto [w0, w1] = task_words(t);
+        const std::size_t at = t * counts.size();
+        walks.bad[t] = !add_checked_ranges<Index>(layout, server, received, block_begin, w0, w1,
+                                                  buf, sums.words.data(), walks.begin.data() + at,
+                                                  walks.end.data() + at);
+      };
+    }
     if (parallel && tasks > 1)
       parallel(tasks, task);
     else
       for (std::size_t t = 0; t < tasks; ++t) task(t);
+    if (!counts.empty() && (std::find(walks.bad.begin(), walks.bad.end(), 1) != walks.bad.end() ||
+                            !walks_chain(walks, block_begin, tasks))) {
+      // A malformed block: the entry-by-entry check names the sender and the entry.
+      zen_check_push<Index>(layout, server, received, counts);
+      throw MalformedMessage(fmt::format(
+          "zen push: server {} found the senders' blocks malformed (the entry-by-entry check did "
+          "not; please report this)",
+          server));
+    }
   } else if (!sums.sparse) {
     sums.buffer.clear();  // no slots
   } else {

@@ -2,8 +2,11 @@
 // the sender, before anything is written out of bounds (issue 17, item 3; fuzz/ explores the rest).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "atoll/sync/zen_partition.h"
 #include "sync/omnireduce_blocks.h"
@@ -66,6 +69,72 @@ TEST(ReceivedMessages, ZenGroupsRefusesForeignAndOutOfRangeIndices) {
         zen_check_push<std::uint32_t>(layout, 1, twice, std::vector<std::size_t>{2, 0, 0});
       },
       {"from rank 0", "not above the previous"});
+}
+
+// The aggregation with the senders' counts checks the push as it adds it, range by range of the
+// slots and task by task: it must refuse exactly what zen_check_push refuses, naming the sender,
+// wherever the fault lies (first or last entry of a block, inside a range, across the boundary of
+// two ranges or two tasks), for any number of tasks.
+TEST(ReceivedMessages, ZenAggregateRefusesWhatTheCheckRefuses) {
+  const std::uint64_t M = 1000003;  // 3 servers: ≈ 333,000 slots each, 6 ranges of 65,536
+  const std::uint32_t n = 3, server = 1;
+  const HashLayout layout(M, n, 5);
+  const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+  // Sender j sends every index of the server's congruent to j mod 3 (a dense push: the sums are
+  // built in ranges), in increasing order.
+  std::vector<E32> valid;
+  std::vector<std::size_t> counts(n, 0);
+  for (std::uint32_t j = 0; j < n; ++j)
+    for (std::uint32_t x = j; x < M; x += 3)
+      if (layout.owner_table()[x / kZenGranule] == server) {
+        valid.push_back({x, 1.0f + static_cast<float>(j)});
+        ++counts[j];
+      }
+  const std::uint32_t foreign = index_owned(layout, server, false);
+  const std::size_t first = counts[0], last = counts[0] + counts[1] - 1;
+  // The entry of sender 1 after which the sums' second range of slots begins.
+  std::size_t straddle = first;
+  while (layout.slot(valid[straddle + 1].index) < 1024 * kZenGranule) ++straddle;
+  struct Fault {
+    std::string what;
+    std::size_t at;
+    std::function<void(std::vector<E32>&, std::size_t)> apply;
+  };
+  const std::vector<Fault> faults{
+      {"foreign index", first, [&](auto& v, std::size_t k) { v[k].index = foreign; }},
+      {"foreign index", last, [&](auto& v, std::size_t k) { v[k].index = foreign; }},
+      {"index past M", last, [&](auto& v, std::size_t k) { v[k].index = M; }},
+      {"index past M", first + 1000, [&](auto& v, std::size_t k) { v[k].index = M + 64; }},
+      {"swap", first, [&](auto& v, std::size_t k) { std::swap(v[k], v[k + 1]); }},
+      {"swap", straddle, [&](auto& v, std::size_t k) { std::swap(v[k], v[k + 1]); }},
+      {"swap", last - 1, [&](auto& v, std::size_t k) { std::swap(v[k], v[k + 1]); }},
+      {"repeat", straddle, [&](auto& v, std::size_t k) { v[k + 1].index = v[k].index; }},
+      {"repeat", last - 1, [&](auto& v, std::size_t k) { v[k + 1].index = v[k].index; }},
+      {"first moved last", first, [&](auto& v, std::size_t k) {
+         std::rotate(v.begin() + static_cast<long>(k), v.begin() + static_cast<long>(k) + 1,
+                     v.begin() + static_cast<long>(last) + 1);
+       }}};
+  for (const unsigned parts : {1u, 2u, 3u, 7u}) {
+    ZenServerSums<std::uint32_t> sums;
+    auto copy = valid;
+    EXPECT_NO_THROW(zen_aggregate(layout, server, copy, buckets, sums,
+                                  std::span<const std::size_t>(counts), parts));
+    ASSERT_FALSE(sums.sparse);
+    for (const auto& fault : faults) {
+      SCOPED_TRACE(::testing::Message()
+                   << fault.what << " at entry " << fault.at << ", " << parts << " tasks");
+      auto bad = valid;
+      fault.apply(bad, fault.at);
+      expect_refused([&] { zen_check_push<std::uint32_t>(layout, server, bad, counts); },
+                     {"zen push", "from rank 1"});
+      expect_refused(
+          [&] {
+            zen_aggregate(layout, server, bad, buckets, sums, std::span<const std::size_t>(counts),
+                          parts);
+          },
+          {"zen push", "from rank 1"});
+    }
+  }
 }
 
 TEST(ReceivedMessages, ZenPullRefusesCountsPastTheBuffer) {

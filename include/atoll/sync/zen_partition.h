@@ -210,18 +210,21 @@ struct ZenServerSums {
   std::vector<std::uint64_t> bucket_nnz;  // non-zeros per bucket of bucket_bounds
 };
 
-// Server side, before aggregating: every received push entry (counts[j] from rank j) must be an
-// index below M that `server` owns, and each sender's entries in increasing index order.
-// MalformedMessage naming the sender otherwise.
+// Server side: every received push entry (counts[j] from rank j) must be an index below M that
+// `server` owns, and each sender's entries in increasing index order. MalformedMessage naming the
+// sender otherwise. zen_aggregate with the counts checks the same on its way (and calls this for
+// the message); without them, call this first.
 template <class Index>
 void zen_check_push(const HashLayout& layout, std::uint32_t server,
                     std::span<const sparse::Entry<Index>> received,
                     std::span<const std::size_t> counts);
 
 // Server side, step 1: sums the entries this server received over its slots (a compact buffer of
-// ≈ M/n floats, never M) and counts the non-zero sums per bucket. `counts` (the senders' block
-// sizes, checked by zen_check_push; empty: unknown) lets the buffer be built range by range of
-// cache size, each sender's run of that range found by binary search.
+// ≈ M/n floats, never M) and counts the non-zero sums per bucket. With `counts` (the senders'
+// block sizes) the buffer is built range by range of cache size, each sender's block walked in
+// step with the ranges, and the entries are checked on the way as zen_check_push checks them
+// (MalformedMessage naming the sender; no entry outside this server's slots is ever added), so
+// the push is read once. Without counts (empty), the caller has checked the entries.
 // With parts > 1, the slot buffer's form is built by `parts` tasks of `parallel` (empty: one after
 // another), each over one range of the slots (zeroing, adding the entries of its range in the
 // order received, then the bitmap words): the sums are the same for every number of parts.
