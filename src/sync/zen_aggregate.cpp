@@ -221,8 +221,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
     SenderWalks walks;
     if (counts.empty()) {
       // Without the counts (entries checked by the caller): one pass over all entries per task.
-      const std::uint64_t M = layout.elements();
-      task = [&](std::size_t t) {
+      task = [&, M = layout.elements()](std::size_t t) {
         const auto [w0, w1] = task_words(t);
         std::fill(buf + w0 * kZenGranule, buf + w1 * kZenGranule, 0.0f);
         const std::uint64_t lo = layout.index_of(server, w0 * kZenGranule);
