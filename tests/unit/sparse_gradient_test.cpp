@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/generator.h"
@@ -21,6 +22,36 @@ TEST(SparseGradient, ValidationNamesTheProblem) {
   EXPECT_FALSE(g.check().has_value());
   g.values = {1};
   EXPECT_THROW(g.validate(), InvalidGradient);
+}
+
+// check() compares indices in blocks of 64 first: a problem at any position, inside a block, at
+// its edges or in the tail, is found and named.
+TEST(SparseGradient, ValidationFindsAProblemAtEveryPosition) {
+  for (const std::size_t n : {1u, 2u, 63u, 64u, 65u, 129u, 200u}) {
+    SparseGradient<std::uint32_t> good{4 * n, {}, std::vector<float>(n, 1.0f)};
+    for (std::size_t i = 0; i < n; ++i)
+      good.indices.push_back(static_cast<std::uint32_t>(3 * i + 2));
+    ASSERT_FALSE(good.check().has_value()) << n;
+    for (std::size_t i = 0; i < n; ++i) {
+      SCOPED_TRACE(::testing::Message() << n << " indices, problem at " << i);
+      auto g = good;
+      g.indices[i] = static_cast<std::uint32_t>(4 * n);  // out of range (and above its successor)
+      ASSERT_TRUE(g.check().has_value());
+      EXPECT_NE(g.check()->find("at position " + std::to_string(i)), std::string::npos)
+          << *g.check();
+      if (i == 0) continue;
+      g = good;
+      g.indices[i] = g.indices[i - 1];  // repeated
+      ASSERT_TRUE(g.check().has_value());
+      EXPECT_NE(g.check()->find("sorted and unique: index"), std::string::npos) << *g.check();
+      EXPECT_NE(g.check()->find("at position " + std::to_string(i)), std::string::npos)
+          << *g.check();
+    }
+  }
+  // Index 0 and M - 1 are valid.
+  SparseGradient<std::uint64_t> edges{70, {}, std::vector<float>(70, 1.0f)};
+  for (std::uint64_t x = 0; x < 70; ++x) edges.indices.push_back(x);
+  EXPECT_FALSE(edges.check().has_value());
 }
 
 TEST(SparseGradient, DenseRoundTripKeepsIndexZeroAndLast) {
