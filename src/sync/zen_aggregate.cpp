@@ -53,6 +53,32 @@ void nonzero_words(const float* v, std::size_t words, std::uint64_t* out) {
   for (std::size_t w = 0; w < words; ++w) out[w] = nonzero_mask64(v + w * kZenGranule);
 }
 
+// The non-zero sums of words [w0, w1) of the slot buffer `buf` (bits in `words`) moved, in slot
+// order, to the start of that range, buf + 64 w0. In place: no value moves up, and the AVX-512
+// form's 16-wide stores (zen_wide::gather_word) end at most where the next 16 slots to be read
+// begin (a word's first q·16 slots hold at least as many values as are stored before chunk q).
+#if ATOLL_HAVE_AVX512_KERNELS
+ATOLL_AVX512 void compact_range_wide(float* buf, const std::uint64_t* words, std::size_t w0,
+                                     std::size_t w1) {
+  float* out = buf + w0 * kZenGranule;
+  for (std::size_t w = w0; w < w1; ++w) {
+    zen_wide::gather_word(words[w], buf + w * kZenGranule, out);
+    out += std::popcount(words[w]);
+  }
+}
+#endif
+
+void compact_range(float* buf, const std::uint64_t* words, std::size_t w0, std::size_t w1) {
+#if ATOLL_HAVE_AVX512_KERNELS
+  if (util::avx512_kernels()) return compact_range_wide(buf, words, w0, w1);
+#endif
+  float* out = buf + w0 * kZenGranule;
+  for (std::size_t w = w0; w < w1; ++w) {
+    for (std::uint64_t word = words[w]; word; word &= word - 1)
+      *out++ = buf[w * kZenGranule + static_cast<std::size_t>(std::countr_zero(word))];
+  }
+}
+
 // zen_aggregate's range of slots: 1024 words, 256 KiB of sums, held in a core's L2 cache while the
 // senders' entries of the range are added (the whole buffer, ≈ 4 MB at M = 2^24 and 16 servers,
 // is not).
@@ -118,6 +144,7 @@ bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
       floor[j] = least;
     }
     nonzero_words(buf + r0 * G, r1 - r0, words_out + r0);
+    compact_range(buf, words_out, r0, r1);
   }
   std::copy(cursor.begin(), cursor.end(), walk_end);
   return true;
@@ -209,7 +236,9 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   if (dense) {
     // Compact buffer over this server's slots (≈ M/n floats), built by `tasks` tasks over
     // consecutive words (slot order is index order). Per slot the entries are added in the order
-    // received, for any tasks and ranges.
+    // received, for any tasks and ranges. Each range's non-zero sums are then moved to its start
+    // while it is in cache, and (below) the ranges' runs to follow each other: the encoder copies
+    // them.
     sums.buffer.resize(slots);
     float* buf = sums.buffer.data();
     const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(parts, words));
@@ -231,6 +260,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
           if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
         }
         nonzero_words(buf + w0 * kZenGranule, w1 - w0, sums.words.data() + w0);
+        compact_range(buf, sums.words.data(), w0, w1);
       };
     } else {
       // With them: ranges of the slots that stay in cache while every sender adds to them, the
@@ -283,6 +313,21 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   for (std::size_t w = 0; w < words; ++w)
     sums.nnz_before[w + 1] =
         sums.nnz_before[w] + static_cast<std::uint64_t>(std::popcount(sums.words[w]));
+  if (dense) {
+    // Each range's values sit at its start: moved down, in order, to follow each other.
+    const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(parts, words));
+    const std::size_t step = counts.empty() ? words : kAggregateRangeWords;
+    float* buf = sums.buffer.data();
+    for (std::size_t t = 0; t < tasks; ++t) {
+      const std::size_t w0 = words * t / tasks, w1 = words * (t + 1) / tasks;
+      for (std::size_t r0 = w0; r0 < w1; r0 += step) {
+        const std::size_t r1 = std::min(w1, r0 + step);
+        const std::uint64_t n = sums.nnz_before[r1] - sums.nnz_before[r0];
+        if (n > 0 && sums.nnz_before[r0] != r0 * kZenGranule)
+          std::memmove(buf + sums.nnz_before[r0], buf + r0 * kZenGranule, n * sizeof(float));
+      }
+    }
+  }
   const std::size_t H = bucket_bounds.size() - 1;
   sums.bucket_nnz.resize(H);
   for (std::size_t b = 0; b < H; ++b) {

@@ -1,6 +1,6 @@
 // Zen's pull blocks, server side (zen_partition.h, step 2 of the pull): a server's summed slots
-// encoded as bitmap, COO or Elias-Fano blocks, the non-zero sums gathered by the portable or the
-// AVX-512 kernel (zen_wide.h).
+// encoded as bitmap, COO or Elias-Fano blocks; the non-zero sums are already in slot order
+// (zen_aggregate), so a block's values are one copy.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -9,9 +9,7 @@
 
 #include "atoll/sparse/elias_fano.h"
 #include "atoll/sync/zen_partition.h"
-#include "atoll/util/cpu_features.h"
 #include "zen_blocks.h"
-#include "zen_wide.h"
 
 namespace atl::sync {
 
@@ -21,7 +19,6 @@ using zen_blocks::kBlockHeader;
 using zen_blocks::kCoo;
 using zen_blocks::kEliasFano;
 using zen_blocks::kEliasFanoComplement;
-using zen_blocks::lowest_bit_or_63;
 
 namespace {
 // The Elias-Fano code of the non-zero slots of [s0, s1) (positions relative to s0) into `keys`;
@@ -38,81 +35,18 @@ void encode_elias_fano(const ZenServerSums<Index>& sums, std::size_t s0, std::si
     throw std::logic_error("zen: Elias-Fano code of an unexpected size");
   if (key_bytes > 0) std::memcpy(keys, code.data(), key_bytes);
 }
-// The non-zero sums of words [wa, wb) of a server's slot buffer into `values` from entry k on
-// (with `coo`, their indices into `keys`), in slot order; writes past the last entry (up to 16
-// floats) stay below entry `limit`. Portable: eight set bits per round with no data-dependent
-// branch inside the round (a word's bit count varies randomly, and a loop exiting on it
-// mispredicts once per word); an exhausted word reads slot 63 of its granule, ignored. Wide: one
-// compress per 16 slots.
-template <class Index, bool kWide>
-[[gnu::always_inline]] inline void gather_sums_impl(const HashLayout& layout, std::uint32_t server,
-                                                    const ZenServerSums<Index>& sums, bool coo,
-                                                    std::uint8_t* keys, std::uint8_t* values,
-                                                    std::size_t wa, std::size_t wb, std::size_t k,
-                                                    std::size_t limit) {
-  const float* v = sums.buffer.data();
+// The indices of the non-zero slots of words [wa, wb) into `keys` from entry k on, in slot order.
+template <class Index>
+void coo_keys(const HashLayout& layout, std::uint32_t server, const ZenServerSums<Index>& sums,
+              std::uint8_t* keys, std::size_t wa, std::size_t wb, std::size_t k) {
   for (std::size_t w = wa; w < wb; ++w) {
-    const std::uint64_t word0 = sums.words[w];
-    std::uint64_t word = word0;
     const std::size_t base = w * kZenGranule;
-    const auto count = static_cast<std::size_t>(std::popcount(word));
-    bool gathered = false;
-#if ATOLL_HAVE_AVX512_KERNELS
-    if constexpr (kWide) {
-      if (k + count + 16 <= limit) {
-        zen_wide::gather_word(word, v + base, reinterpret_cast<float*>(values + k * sizeof(float)));
-        gathered = true;
-      }
+    for (std::uint64_t word = sums.words[w]; word; word &= word - 1, ++k) {
+      const auto x = static_cast<Index>(
+          layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
+      std::memcpy(keys + k * sizeof(Index), &x, sizeof(Index));
     }
-#endif
-    if (gathered) {
-    } else if (k + ((count + 7) & ~std::size_t{7}) <= limit) {
-      for (std::size_t done = 0; done < count; done += 8) {
-        float round[8];
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; ++r) {
-          round[r] = v[base + lowest_bit_or_63(word)];
-          word &= word - 1;
-        }
-        std::memcpy(values + (k + done) * sizeof(float), round, sizeof(round));
-      }
-    } else {  // the last word of a task's range: exactly `count` values
-      for (std::size_t r = 0; r < count; ++r, word &= word - 1)
-        std::memcpy(values + (k + r) * sizeof(float), v + base + std::countr_zero(word),
-                    sizeof(float));
-    }
-    if (coo) {
-      word = word0;
-      for (std::size_t r = 0; r < count; ++r) {
-        const auto x = static_cast<Index>(
-            layout.index_of(server, base + static_cast<std::size_t>(std::countr_zero(word))));
-        std::memcpy(keys + (k + r) * sizeof(Index), &x, sizeof(Index));
-        word &= word - 1;
-      }
-    }
-    k += count;
   }
-}
-
-#if ATOLL_HAVE_AVX512_KERNELS
-template <class Index>
-ATOLL_AVX512 void gather_sums_wide(const HashLayout& layout, std::uint32_t server,
-                                   const ZenServerSums<Index>& sums, bool coo, std::uint8_t* keys,
-                                   std::uint8_t* values, std::size_t wa, std::size_t wb,
-                                   std::size_t k, std::size_t limit) {
-  gather_sums_impl<Index, true>(layout, server, sums, coo, keys, values, wa, wb, k, limit);
-}
-#endif
-
-template <class Index>
-void gather_sums(const HashLayout& layout, std::uint32_t server, const ZenServerSums<Index>& sums,
-                 bool coo, std::uint8_t* keys, std::uint8_t* values, std::size_t wa, std::size_t wb,
-                 std::size_t k, std::size_t limit) {
-#if ATOLL_HAVE_AVX512_KERNELS
-  if (util::avx512_kernels())
-    return gather_sums_wide<Index>(layout, server, sums, coo, keys, values, wa, wb, k, limit);
-#endif
-  gather_sums_impl<Index, false>(layout, server, sums, coo, keys, values, wa, wb, k, limit);
 }
 }  // namespace
 
@@ -127,34 +61,31 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
   const std::size_t at = block.size();
   const std::uint8_t format = zen_pull_format(s1 - s0, nnz, sizeof(Index), coding);
   const std::size_t key_bytes = format_key_bytes(format, s1 - s0, nnz, sizeof(Index));
-  // Room for the gather's overshoot past the values (gather_sums), trimmed at the end.
-  block.resize(at + kBlockHeader + key_bytes + (nnz + kZenEncodeSlack) * sizeof(float));
+  block.resize(at + kBlockHeader + key_bytes + nnz * sizeof(float));
   std::uint8_t* out = block.data() + at;
   out[0] = format;
   std::memcpy(out + 1, &nnz, 8);
   std::uint8_t* keys = out + kBlockHeader;
   std::uint8_t* values = keys + key_bytes;
-  // (key_bytes is 0 for a server with no slots in this chunk, whose words may have no storage.)
+  // (key_bytes is 0 for a server with no slots in this chunk, whose words may have no storage;
+  // an empty server's vectors may have no storage, and memcpy from null is undefined even for 0
+  // bytes: found by fuzz/zen_push.cpp.)
   if (format == kBitmap && key_bytes > 0) std::memcpy(keys, sums.words.data() + w0, key_bytes);
   if (format == kEliasFano || format == kEliasFanoComplement)
     encode_elias_fano(sums, s0, s1, format == kEliasFanoComplement, keys, key_bytes);
-  if (sums.sparse) {
-    // An empty server's vectors may have no storage: memcpy from null is undefined even for 0
-    // bytes (found by fuzz/zen_push.cpp).
-    if (format == kCoo && nnz > 0) std::memcpy(keys, sums.idx.data() + e0, key_bytes);
-    if (nnz > 0) std::memcpy(values, sums.val.data() + e0, nnz * sizeof(float));
-  } else {
-    const auto gather = [&](std::size_t wa, std::size_t wb, std::size_t k, std::size_t limit) {
-      gather_sums<Index>(layout, server, sums, format == kCoo, keys, values, wa, wb, k, limit);
-    };
-    if (parts <= 1 || w1 - w0 < 2 * parts) {
-      gather(w0, w1, 0, nnz + kZenEncodeSlack);
+  // The non-zero sums are in slot order in either form (zen_aggregate): one copy.
+  if (nnz > 0) std::memcpy(values, sums.nonzero_values().data() + e0, nnz * sizeof(float));
+  if (format == kCoo && nnz > 0) {
+    if (sums.sparse) {
+      std::memcpy(keys, sums.idx.data() + e0, key_bytes);
+    } else if (parts <= 1 || w1 - w0 < 2 * parts) {
+      coo_keys<Index>(layout, server, sums, keys, w0, w1, 0);
     } else {
-      // Task t gathers words [a_t, a_t+1); its first entry is known from the prefix counts.
+      // Task t writes the keys of words [a_t, a_t+1); its first entry is known from the prefix
+      // counts.
       const auto task = [&](std::size_t t) {
         const std::size_t a = w0 + (w1 - w0) * t / parts, b = w0 + (w1 - w0) * (t + 1) / parts;
-        const std::size_t end = sums.nnz_before[b] - e0;
-        gather(a, b, sums.nnz_before[a] - e0, t + 1 == parts ? nnz + kZenEncodeSlack : end);
+        coo_keys<Index>(layout, server, sums, keys, a, b, sums.nnz_before[a] - e0);
       };
       if (parallel)
         parallel(parts, task);
@@ -162,7 +93,6 @@ std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server
         for (std::size_t t = 0; t < parts; ++t) task(t);
     }
   }
-  block.resize(at + kBlockHeader + key_bytes + nnz * sizeof(float));
   return block.size() - at;
 }
 

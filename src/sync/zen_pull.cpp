@@ -80,12 +80,12 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
         fmt::format("zen: servers announced {} non-zeros for {} elements", total, M));
   }
   buf.all.resize(chunk_begin[chunks]);
-  // The send buffer never moves while a chunk is on the wire: room for every chunk, plus the
-  // encoder's temporary overshoot (checked after each encode).
+  // The send buffer never moves while a chunk is on the wire: room for every chunk (checked after
+  // each encode).
   std::size_t my_bytes = 0;
   for (std::uint32_t p = 0; p < chunks; ++p) my_bytes += counts[p][rank];
   buf.block.clear();
-  buf.block.reserve(my_bytes + kZenEncodeSlack * sizeof(float));
+  buf.block.reserve(my_bytes);
   std::vector<std::size_t> block_begin(chunks + 1, 0);
   std::vector<ZenGroups::PullChunk> requests(chunks);
   std::uint64_t pull_load = 0;

@@ -201,13 +201,21 @@ std::size_t zen_pull_key_bytes(std::size_t slots, std::uint64_t nnz, std::size_t
 // A server's sums after the push, ready to be encoded chunk by chunk.
 template <class Index>
 struct ZenServerSums {
-  bool sparse = false;        // few entries: sorted idx/val instead of a slot buffer
-  std::vector<float> buffer;  // slot sums (one per slot), when !sparse
-  std::vector<Index> idx;     // non-zero sums in slot order, when sparse
+  bool sparse = false;  // few entries: sorted idx/val instead of a slot buffer
+  // When !sparse: one float per slot, where the sums are built; then its first nnz_before.back()
+  // floats are the non-zero sums in slot order (the rest is scratch).
+  std::vector<float> buffer;
+  std::vector<Index> idx;  // non-zero sums in slot order, when sparse
   std::vector<float> val;
   std::vector<std::uint64_t> words;       // non-zero bitmap over the server's slots
   std::vector<std::uint64_t> nnz_before;  // non-zeros in words [0, w), words + 1 entries
   std::vector<std::uint64_t> bucket_nnz;  // non-zeros per bucket of bucket_bounds
+
+  // The non-zero sums in slot order (either form).
+  std::span<const float> nonzero_values() const {
+    if (sparse) return val;
+    return {buffer.data(), nnz_before.empty() ? 0 : static_cast<std::size_t>(nnz_before.back())};
+  }
 };
 
 // Server side: every received push entry (counts[j] from rank j) must be an index below M that
@@ -238,11 +246,9 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    const ParallelTasks& parallel = {});
 // Step 2: appends the pull block of the server's slots [s0, s1) (multiples of 64) to `block`:
 // [u8 format][u64 nnz][bitmap | indices | Elias-Fano code][values]; returns its size
-// (= zen_pull_block_bytes). While encoding, `block` grows by kZenEncodeSlack floats more than
-// that (trimmed at the end): a caller whose earlier blocks must not move (they are on the wire)
-// reserves that room. With parts > 1 the values of a slot-buffer server are gathered by
-// `parts` tasks of `parallel` over ranges of the words: the same bytes for every number of parts.
-inline constexpr std::size_t kZenEncodeSlack = 16;
+// (= zen_pull_block_bytes; `block` grows by exactly that). With parts > 1 a slot-buffer server's
+// COO indices are written by `parts` tasks of `parallel` over ranges of the words: the same bytes
+// for every number of parts.
 template <class Index>
 std::size_t zen_encode_pull_chunk(const HashLayout& layout, std::uint32_t server,
                                   const ZenServerSums<Index>& sums, std::size_t s0, std::size_t s1,
