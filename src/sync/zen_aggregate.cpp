@@ -39,43 +39,40 @@ std::uint64_t nonzero_mask64(const float* v) {
   return word;
 }
 
+// Words [w0, w1) of the slot buffer `buf`: out[w] = nonzero_mask64 of slots [64 w, 64 w + 64),
+// and the non-zero sums moved, in slot order, to the start of the range (buf + 64 w0), in one
+// pass. In place: no value moves up, and the AVX-512 form's 16-wide stores end at most where the
+// next 16 slots to be read begin (a word's first 16 q slots hold at least as many values as are
+// stored before its chunk q).
 #if ATOLL_HAVE_AVX512_KERNELS
-ATOLL_AVX512 void nonzero_words_wide(const float* v, std::size_t words, std::uint64_t* out) {
-  for (std::size_t w = 0; w < words; ++w) out[w] = zen_wide::nonzero_mask64(v + w * kZenGranule);
-}
-#endif
-
-// out[w] = nonzero_mask64 of slots [64 w, 64 w + 64) of v.
-void nonzero_words(const float* v, std::size_t words, std::uint64_t* out) {
-#if ATOLL_HAVE_AVX512_KERNELS
-  if (util::avx512_kernels()) return nonzero_words_wide(v, words, out);
-#endif
-  for (std::size_t w = 0; w < words; ++w) out[w] = nonzero_mask64(v + w * kZenGranule);
-}
-
-// The non-zero sums of words [w0, w1) of the slot buffer `buf` (bits in `words`) moved, in slot
-// order, to the start of that range, buf + 64 w0. In place: no value moves up, and the AVX-512
-// form's 16-wide stores (zen_wide::gather_word) end at most where the next 16 slots to be read
-// begin (a word's first q·16 slots hold at least as many values as are stored before chunk q).
-#if ATOLL_HAVE_AVX512_KERNELS
-ATOLL_AVX512 void compact_range_wide(float* buf, const std::uint64_t* words, std::size_t w0,
-                                     std::size_t w1) {
-  float* out = buf + w0 * kZenGranule;
+ATOLL_AVX512 void nonzero_compact_wide(float* buf, std::size_t w0, std::size_t w1,
+                                       std::uint64_t* out) {
+  const __m512 zero = _mm512_setzero_ps();
+  float* to = buf + w0 * kZenGranule;
   for (std::size_t w = w0; w < w1; ++w) {
-    zen_wide::gather_word(words[w], buf + w * kZenGranule, out);
-    out += std::popcount(words[w]);
+    const float* v = buf + w * kZenGranule;
+    std::uint64_t word = 0;
+    for (int q = 0; q < 4; ++q) {
+      const __m512 x = _mm512_loadu_ps(v + 16 * q);
+      const auto m = _mm512_cmp_ps_mask(x, zero, _CMP_NEQ_UQ);  // as nonzero_mask64
+      _mm512_storeu_ps(to, _mm512_maskz_compress_ps(m, x));
+      to += __builtin_popcount(m);
+      word |= static_cast<std::uint64_t>(m) << (16 * q);
+    }
+    out[w] = word;
   }
 }
 #endif
 
-void compact_range(float* buf, const std::uint64_t* words, std::size_t w0, std::size_t w1) {
+void nonzero_compact(float* buf, std::size_t w0, std::size_t w1, std::uint64_t* out) {
 #if ATOLL_HAVE_AVX512_KERNELS
-  if (util::avx512_kernels()) return compact_range_wide(buf, words, w0, w1);
+  if (util::avx512_kernels()) return nonzero_compact_wide(buf, w0, w1, out);
 #endif
-  float* out = buf + w0 * kZenGranule;
+  float* to = buf + w0 * kZenGranule;
   for (std::size_t w = w0; w < w1; ++w) {
-    for (std::uint64_t word = words[w]; word; word &= word - 1)
-      *out++ = buf[w * kZenGranule + static_cast<std::size_t>(std::countr_zero(word))];
+    out[w] = nonzero_mask64(buf + w * kZenGranule);
+    for (std::uint64_t word = out[w]; word; word &= word - 1)
+      *to++ = buf[w * kZenGranule + static_cast<std::size_t>(std::countr_zero(word))];
   }
 }
 
@@ -143,8 +140,7 @@ bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
       cursor[j] = k;
       floor[j] = least;
     }
-    nonzero_words(buf + r0 * G, r1 - r0, words_out + r0);
-    compact_range(buf, words_out, r0, r1);
+    nonzero_compact(buf, r0, r1, words_out);
   }
   std::copy(cursor.begin(), cursor.end(), walk_end);
   return true;
@@ -259,8 +255,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
           const auto x = static_cast<std::uint64_t>(e.index);
           if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
         }
-        nonzero_words(buf + w0 * kZenGranule, w1 - w0, sums.words.data() + w0);
-        compact_range(buf, sums.words.data(), w0, w1);
+        nonzero_compact(buf, w0, w1, sums.words.data());
       };
     } else {
       // With them: ranges of the slots that stay in cache while every sender adds to them, the

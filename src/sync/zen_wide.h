@@ -1,6 +1,6 @@
 // AVX-512 forms of Zen's per-word kernels (bitmap words of 64 slots), for functions compiled with
 // ATOLL_AVX512 and called only where util::avx512_kernels() (one binary for every x86-64-v2 CPU).
-// The portable forms stay beside their callers (zen_decode.cpp, zen_aggregate.cpp, zen_encode.cpp).
+// The portable forms stay beside their callers (zen_decode.cpp, zen_aggregate.cpp).
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -12,27 +12,6 @@
 #define ATOLL_AVX512 __attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt")))
 
 namespace atl::sync::zen_wide {
-
-// Bit p set iff v[p] != 0 (NaN counts as non-zero, -0.0 as zero: as the SSE compare does).
-ATOLL_AVX512 inline std::uint64_t nonzero_mask64(const float* v) {
-  const __m512 zero = _mm512_setzero_ps();
-  std::uint64_t word = 0;
-  for (int q = 0; q < 4; ++q) {
-    const auto m = _mm512_cmp_ps_mask(_mm512_loadu_ps(v + 16 * q), zero, _CMP_NEQ_UQ);
-    word |= static_cast<std::uint64_t>(m) << (16 * q);
-  }
-  return word;
-}
-
-// The values of a word's set slots (v: the word's 64 slot values), in slot order, to out: one
-// compress per 16 slots. Writes up to 16 floats past the word's bit count.
-ATOLL_AVX512 inline void gather_word(std::uint64_t word, const float* v, float* out) {
-  for (int q = 0; q < 4; ++q) {
-    const auto m = static_cast<__mmask16>(word >> (16 * q));
-    _mm512_storeu_ps(out, _mm512_maskz_compress_ps(m, _mm512_loadu_ps(v + 16 * q)));
-    out += __builtin_popcount(m);
-  }
-}
 
 // Sixteen entries: indices base + the bit positions in `sixteen` (bytes), values copied from vals.
 ATOLL_AVX512 inline void emit_sixteen(__m512i base, __m128i sixteen, const std::uint8_t* vals,
