@@ -2,8 +2,13 @@
 // refuse exactly what zen_check_push refuses), then the encoding of the pull block. Input:
 // fuzz_input.h, counts in entries, payload = (index, value) entries; the pull coding is
 // (flags >> 1) % kPullCodings (PullCoding: 0 COO, 1 bitmap or COO, 2 smallest, 3 Elias-Fano, 4
-// Elias-Fano of the empty slots), the aggregation's tasks 1 + flags % 3; extra bit 0 set
-// aggregates without the senders' counts, after zen_check_push.
+// Elias-Fano of the empty slots), the aggregation's tasks 1 + flags % 3 (its sums must equal one
+// pass's without the counts); extra bit 0 set aggregates without the senders' counts, after
+// zen_check_push.
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
 #include "atoll/sync/scheme.h"
 #include "atoll/sync/zen_partition.h"
 #include "fuzz_input.h"
@@ -40,6 +45,14 @@ void run(const atl::fuzz::SyncInput& in) {
     });
     if (aggregated_bad != checked_bad) __builtin_trap();
     if (aggregated_bad) return;
+    // On accepted blocks, the same sums as one pass without the counts, bit for bit.
+    ZenServerSums<Index> one;
+    zen_aggregate<Index>(layout, in.rank, received, buckets, one, std::span<const std::size_t>{});
+    if (one.sparse != sums.sparse || one.words != sums.words || one.bucket_nnz != sums.bucket_nnz ||
+        !std::ranges::equal(one.nonzero_values(), sums.nonzero_values(), [](float a, float b) {
+          return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+        }))
+      __builtin_trap();
   } else {
     // `extra` bit 0 set: without the counts (one pass), on entries zen_check_push accepted.
     if (checked_bad) return;

@@ -41,9 +41,9 @@ std::uint64_t nonzero_mask64(const float* v) {
 
 // Words [w0, w1) of the slot buffer `buf`: out[w] = nonzero_mask64 of slots [64 w, 64 w + 64),
 // and the non-zero sums moved, in slot order, to the start of the range (buf + 64 w0), in one
-// pass. In place: no value moves up, and the AVX-512 form's 16-wide stores end at most where the
-// next 16 slots to be read begin (a word's first 16 q slots hold at least as many values as are
-// stored before its chunk q).
+// pass. In place: no value moves up. The AVX-512 form stores 16 floats per chunk of 16 slots; the
+// store of word w's chunk q starts at most 64 (w - w0) + 16 q values into the range (one per slot
+// read before), so it ends at most where chunk q + 1 begins, which is read after it.
 #if ATOLL_HAVE_AVX512_KERNELS
 ATOLL_AVX512 void nonzero_compact_wide(float* buf, std::size_t w0, std::size_t w1,
                                        std::uint64_t* out) {
@@ -109,19 +109,22 @@ bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
     return w == mine.size() ? layout.elements() : mine[w] * G;
   };
   const std::uint64_t task_lo = first_index(w0);
-  const auto below = [](const sparse::Entry<Index>& e, std::uint64_t x) {
-    return static_cast<std::uint64_t>(e.index) < x;
-  };
+  const sparse::Entry<Index>* e = received.data();
   std::vector<std::size_t> cursor(senders);
   std::vector<std::uint64_t> floor(senders, task_lo);  // the least index a sender may send next
   for (std::size_t j = 0; j < senders; ++j) {
-    cursor[j] = static_cast<std::size_t>(std::lower_bound(received.begin() + block_begin[j],
-                                                          received.begin() + block_begin[j + 1],
-                                                          task_lo, below) -
-                                         received.begin());
-    walk_begin[j] = cursor[j];
+    // Binary search for the first entry not below task_lo (written out: std::lower_bound's
+    // precondition, a sorted range, is what is being checked).
+    std::size_t lo = block_begin[j], hi = block_begin[j + 1];
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (static_cast<std::uint64_t>(e[mid].index) < task_lo)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    cursor[j] = walk_begin[j] = lo;
   }
-  const sparse::Entry<Index>* e = received.data();
   for (std::size_t r0 = w0; r0 < w1; r0 += kAggregateRangeWords) {
     const std::size_t r1 = std::min(w1, r0 + kAggregateRangeWords);
     const std::uint64_t hi = first_index(r1);  // <= M
@@ -203,8 +206,8 @@ void zen_check_push(const HashLayout& layout, std::uint32_t server,
                     std::span<const std::size_t> counts) {
   const std::uint64_t M = layout.elements();
   const std::uint16_t* owner = layout.owner_table().data();
-  // Each sender's block in increasing index order, as zen_partition sends it: zen_aggregate
-  // finds a sender's entries of a range of slots by binary search.
+  // Each sender's block in increasing index order, as zen_partition sends it (zen_aggregate, which
+  // checks the same on its way, walks each block in step with its ranges of slots).
   check_received_entries<Index>(
       "zen push", received, counts,
       [&](std::size_t, Index x) { return x < M && owner[x / kZenGranule] == server; },
@@ -218,10 +221,14 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::span<const std::size_t> counts, unsigned parts,
                    const ParallelTasks& parallel) {
   std::size_t counted = 0;
-  for (const std::size_t c : counts) counted += c;
-  if (!counts.empty() && counted != received.size()) {
+  bool past = false;  // a count past the entries left (so that the sum cannot wrap around)
+  for (const std::size_t c : counts) {
+    past = past || c > received.size() - counted;
+    if (!past) counted += c;
+  }
+  if (!counts.empty() && (past || counted != received.size())) {
     throw std::invalid_argument(
-        fmt::format("zen_aggregate: counts add up to {}, {} entries", counted, received.size()));
+        fmt::format("zen_aggregate: the counts do not add up to the {} entries", received.size()));
   }
   const std::size_t slots = layout.slot_count(server);
   const std::size_t words = slots / kZenGranule;

@@ -1,6 +1,6 @@
 // AVX-512 forms of Zen's per-word kernels (bitmap words of 64 slots), for functions compiled with
 // ATOLL_AVX512 and called only where util::avx512_kernels() (one binary for every x86-64-v2 CPU).
-// The portable forms stay beside their callers (zen_decode.cpp, zen_aggregate.cpp).
+// The portable forms stay beside their callers (zen_decode.cpp).
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)

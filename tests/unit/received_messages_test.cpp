@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "atoll/sync/zen_partition.h"
@@ -91,50 +92,84 @@ TEST(ReceivedMessages, ZenAggregateRefusesWhatTheCheckRefuses) {
         ++counts[j];
       }
   const std::uint32_t foreign = index_owned(layout, server, false);
-  const std::size_t first = counts[0], last = counts[0] + counts[1] - 1;
-  // The entry of sender 1 after which the sums' second range of slots begins.
-  std::size_t straddle = first;
-  while (layout.slot(valid[straddle + 1].index) < 1024 * kZenGranule) ++straddle;
+  const std::size_t first = counts[0], last = counts[0] + counts[1] - 1;  // sender 1's block
+  // Sender 1's last entry before slot `slot` (the start of a range or of a task's words).
+  const auto before_slot = [&](std::size_t slot) {
+    std::size_t k = first;
+    while (layout.slot(valid[k + 1].index) < slot) ++k;
+    return k;
+  };
   struct Fault {
     std::string what;
     std::size_t at;
+    std::uint32_t sender;
     std::function<void(std::vector<E32>&, std::size_t)> apply;
   };
-  const std::vector<Fault> faults{
-      {"foreign index", first, [&](auto& v, std::size_t k) { v[k].index = foreign; }},
-      {"foreign index", last, [&](auto& v, std::size_t k) { v[k].index = foreign; }},
-      {"index past M", last, [&](auto& v, std::size_t k) { v[k].index = M; }},
-      {"index past M", first + 1000, [&](auto& v, std::size_t k) { v[k].index = M + 64; }},
-      {"swap", first, [&](auto& v, std::size_t k) { std::swap(v[k], v[k + 1]); }},
-      {"swap", straddle, [&](auto& v, std::size_t k) { std::swap(v[k], v[k + 1]); }},
-      {"swap", last - 1, [&](auto& v, std::size_t k) { std::swap(v[k], v[k + 1]); }},
-      {"repeat", straddle, [&](auto& v, std::size_t k) { v[k + 1].index = v[k].index; }},
-      {"repeat", last - 1, [&](auto& v, std::size_t k) { v[k + 1].index = v[k].index; }},
-      {"first moved last", first, [&](auto& v, std::size_t k) {
+  const auto foreign_at = [&](auto& v, std::size_t k) { v[k].index = foreign; };
+  const auto swap_next = [](auto& v, std::size_t k) { std::swap(v[k], v[k + 1]); };
+  const auto repeat = [](auto& v, std::size_t k) { v[k + 1].index = v[k].index; };
+  const std::size_t straddle = before_slot(1024 * kZenGranule);  // across the first two ranges
+  std::vector<Fault> faults{
+      {"foreign index", 0, 0, foreign_at},  // the first entry of the first block
+      {"foreign index", first, 1, foreign_at},
+      {"foreign index", last, 1, foreign_at},
+      {"foreign index", valid.size() - 1, 2, foreign_at},  // the last entry of the last block
+      {"index past M", last, 1, [&](auto& v, std::size_t k) { v[k].index = M; }},
+      {"index past M", first + 1000, 1, [&](auto& v, std::size_t k) { v[k].index = M + 64; }},
+      {"swap", first, 1, swap_next},
+      {"swap", straddle, 1, swap_next},
+      {"swap", last - 1, 1, swap_next},
+      {"swap", valid.size() - 2, 2, swap_next},
+      {"repeat", straddle, 1, repeat},
+      {"repeat", last - 1, 1, repeat},
+      {"first moved last", first, 1, [&](auto& v, std::size_t k) {
          std::rotate(v.begin() + static_cast<long>(k), v.begin() + static_cast<long>(k) + 1,
                      v.begin() + static_cast<long>(last) + 1);
        }}};
-  for (const unsigned parts : {1u, 2u, 3u, 7u}) {
-    ZenServerSums<std::uint32_t> sums;
-    auto copy = valid;
-    EXPECT_NO_THROW(zen_aggregate(layout, server, copy, buckets, sums,
-                                  std::span<const std::size_t>(counts), parts));
-    ASSERT_FALSE(sums.sparse);
-    for (const auto& fault : faults) {
-      SCOPED_TRACE(::testing::Message()
-                   << fault.what << " at entry " << fault.at << ", " << parts << " tasks");
-      auto bad = valid;
-      fault.apply(bad, fault.at);
-      expect_refused([&] { zen_check_push<std::uint32_t>(layout, server, bad, counts); },
-                     {"zen push", "from rank 1"});
-      expect_refused(
-          [&] {
-            zen_aggregate(layout, server, bad, buckets, sums, std::span<const std::size_t>(counts),
-                          parts);
-          },
-          {"zen push", "from rank 1"});
+  // Tasks run on threads too, as zen's worker threads run them.
+  const ParallelTasks on_threads = [](std::size_t tasks,
+                                      const std::function<void(std::size_t)>& task) {
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < tasks; ++t) threads.emplace_back(task, t);
+    for (auto& t : threads) t.join();
+  };
+  const std::size_t words = layout.slot_count(server) / kZenGranule;
+  for (const unsigned parts : {1u, 2u, 3u, 7u})
+    for (const bool threaded : {false, true}) {
+      const ParallelTasks parallel = threaded ? on_threads : ParallelTasks{};
+      ZenServerSums<std::uint32_t> sums;
+      auto copy = valid;
+      EXPECT_NO_THROW(zen_aggregate(layout, server, copy, buckets, sums,
+                                    std::span<const std::size_t>(counts), parts, parallel));
+      ASSERT_FALSE(sums.sparse);
+      auto all = faults;  // and across each boundary between two tasks
+      for (unsigned t = 1; t < parts; ++t) {
+        const std::size_t k = before_slot(words * t / parts * kZenGranule);
+        all.push_back({"swap at a task boundary", k, 1, swap_next});
+        all.push_back({"repeat at a task boundary", k, 1, repeat});
+      }
+      for (const auto& fault : all) {
+        SCOPED_TRACE(::testing::Message() << fault.what << " at entry " << fault.at << ", " << parts
+                                          << " tasks" << (threaded ? " on threads" : ""));
+        auto bad = valid;
+        fault.apply(bad, fault.at);
+        const std::string sender = "from rank " + std::to_string(fault.sender);
+        expect_refused([&] { zen_check_push<std::uint32_t>(layout, server, bad, counts); },
+                       {"zen push", sender});
+        expect_refused(
+            [&] {
+              zen_aggregate(layout, server, bad, buckets, sums,
+                            std::span<const std::size_t>(counts), parts, parallel);
+            },
+            {"zen push", sender});
+      }
     }
-  }
+  // Counts whose sum wraps around (a caller's error, refused before any entry is read).
+  std::vector<std::size_t> wrapping{~std::size_t{0}, valid.size() + 1, 0};
+  ZenServerSums<std::uint32_t> sums;
+  EXPECT_THROW(
+      zen_aggregate(layout, server, valid, buckets, sums, std::span<const std::size_t>(wrapping)),
+      std::invalid_argument);
 }
 
 TEST(ReceivedMessages, ZenPullRefusesCountsPastTheBuffer) {

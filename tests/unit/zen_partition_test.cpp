@@ -380,7 +380,7 @@ TEST(ZenPull, AggregateInPartsEqualsOnePart) {
       auto entries = received[j];
       ZenServerSums<std::uint32_t> one;
       zen_aggregate(layout, j, entries, buckets, one);  // one pass over the entries
-      // With the senders' counts: range by range of the slots, each sender's run by binary search.
+      // With the senders' counts: range by range of the slots, each sender's block walked in step.
       for (const unsigned parts : {1u, 2u, 3u, 7u, 100000u})
         for (const bool with_counts : {false, true})
           for (const bool threaded : {false, true}) {

@@ -231,11 +231,14 @@ void zen_check_push(const HashLayout& layout, std::uint32_t server,
 // ≈ M/n floats, never M) and counts the non-zero sums per bucket. With `counts` (the senders'
 // block sizes) the buffer is built range by range of cache size, each sender's block walked in
 // step with the ranges, and the entries are checked on the way as zen_check_push checks them
-// (MalformedMessage naming the sender; no entry outside this server's slots is ever added), so
-// the push is read once. Without counts (empty), the caller has checked the entries.
+// (MalformedMessage naming the sender; no entry outside this server's slots is ever added; after
+// it, `sums` holds nothing usable), so the push is read once. Counts that do not add up to the
+// entries: std::invalid_argument. Without counts (empty), the caller has checked the entries.
+// The non-zero sums end up in slot order at the buffer's start (nonzero_values()).
 // With parts > 1, the slot buffer's form is built by `parts` tasks of `parallel` (empty: one after
 // another), each over one range of the slots (zeroing, adding the entries of its range in the
-// order received, then the bitmap words): the sums are the same for every number of parts.
+// order received, then the bitmap words and the compaction): the sums are the same for every
+// number of parts.
 using ParallelTasks =
     std::function<void(std::size_t tasks, const std::function<void(std::size_t task)>& run)>;
 template <class Index>
