@@ -92,6 +92,10 @@ CpuCost fit_cpu_cost(const CpuCostSamples& samples) {
 namespace {
 // Zen's variants: each has its own element operations, and all share the row path (zen_rows.*).
 constexpr std::array<const char*, 3> kZenVariants{"zen_coo", "zen", "zen_ef"};
+// Operations no longer charged that tables recorded before may hold: read and ignored.
+// zen*.check_push: since commit 75d4079 the aggregation checks the push (zen.aggregate).
+constexpr std::array<const char*, 3> kRetiredOps{"zen_coo.check_push", "zen.check_push",
+                                                 "zen_ef.check_push"};
 }  // namespace
 
 const std::vector<std::string>& cpu_ops() {
@@ -101,11 +105,9 @@ const std::vector<std::string>& cpu_ops() {
                                "sparcml.accumulate",  "omnireduce.encode",   "omnireduce.aggregate",
                                "omnireduce.decode",   "sparse_ps.partition", "sparse_ps.check_push",
                                "sparse_ps.aggregate", "sparse_ps.decode",    "auto.profile"};
-    // "check_push" is no longer charged (zen_aggregate checks the push as it adds it); it stays
-    // so that tables recorded before still load.
+    // (No "check_push": zen_aggregate checks the push as it adds it; kRetiredOps.)
     for (const char* zen : kZenVariants)
-      for (const char* step :
-           {"partition", "check_push", "aggregate", "plan", "encode", "decode", "push_merge"})
+      for (const char* step : {"partition", "aggregate", "plan", "encode", "decode", "push_merge"})
         v.push_back(fmt::format("{}.{}", zen, step));
     // Every Zen variant's row path; "view": the decode that leaves the values in place
     // (SchemeOptions::row_views).
@@ -200,6 +202,9 @@ CpuCostTable CpuCostTable::parse(std::span<const std::uint8_t> bytes, const std:
   for (const auto& [name, op] : j["ops"].items()) {
     const auto& ops = cpu_ops();
     const auto it = std::find(ops.begin(), ops.end(), name);
+    if (it == ops.end() &&
+        std::find(kRetiredOps.begin(), kRetiredOps.end(), name) != kRetiredOps.end())
+      continue;
     if (it == ops.end())
       throw std::runtime_error(fmt::format("{}: unknown operation '{}'", file, name));
     const auto id = static_cast<std::size_t>(it - ops.begin());
