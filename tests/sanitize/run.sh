@@ -42,5 +42,21 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 cd "$build"
 # The fast unwinder throughout: Open MPI's plugins stay mapped in this build
 # (src/comm/keep_plugins.cpp), so its allocations are known by their libraries in lsan.supp.
-ASAN_OPTIONS=detect_leaks=1 exec ctest --output-on-failure --timeout 1800 \
-  -R "^(unit|$mpi_tests)\$" "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 1800 \
+  -R "^(unit|$mpi_tests)\$" "$@" >"$log" 2>&1 || status=$?
+cat "$log"
+# LeakSanitizer's own tracer (the ptrace stop-the-world of the leak check at exit) crashed once in
+# CI after every test of comm_np5 had passed ("Tracer caught signal 11", "LeakSanitizer has
+# encountered a fatal error"; 2026-12-06): a failure of the sanitizer's runtime, not a finding.
+# Only then do the failed tests run once more; a leak or any other sanitizer report, or a failed
+# test, fails the suite as before.
+if [ "$status" -ne 0 ] && grep -q "LeakSanitizer has encountered a fatal error" "$log" &&
+  ! grep -qE "ERROR: (AddressSanitizer|LeakSanitizer: detected)|runtime error:|\[  FAILED  \]" "$log"; then
+  echo "sanitize: LeakSanitizer's tracer failed (not a finding): the failed tests once more" >&2
+  status=0
+  ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 1800 --rerun-failed || status=$?
+fi
+exit "$status"
