@@ -214,6 +214,99 @@ void zen_check_push(const HashLayout& layout, std::uint32_t server,
       EntryOrder::per_sender);
 }
 
+namespace {
+// How many tasks build zen_aggregate's slot buffer (task t: words [words t / tasks, words (t+1) /
+// tasks)).
+std::size_t aggregate_tasks(unsigned parts, std::size_t words) {
+  return std::max<std::size_t>(1, std::min<std::size_t>(parts, words));
+}
+
+// zen_aggregate's slot-buffer form: compact buffer over this server's slots (≈ M/n floats), built
+// by tasks over consecutive words (slot order is index order). Per slot the entries are added in
+// the order received, for any tasks and ranges. Each range's non-zero sums are then moved to its
+// start while it is in cache (join_range_runs makes them follow each other: the encoder copies
+// them).
+template <class Index>
+void build_slot_sums(const HashLayout& layout, std::uint32_t server,
+                     const std::vector<sparse::Entry<Index>>& received, ZenServerSums<Index>& sums,
+                     std::span<const std::size_t> counts, unsigned parts,
+                     const ParallelTasks& parallel) {
+  const std::size_t slots = layout.slot_count(server);
+  const std::size_t words = slots / kZenGranule;
+  sums.buffer.resize(slots);
+  float* buf = sums.buffer.data();
+  const std::size_t tasks = aggregate_tasks(parts, words);
+  const auto task_words = [&](std::size_t t) {
+    return std::pair{words * t / tasks, words * (t + 1) / tasks};
+  };
+  std::function<void(std::size_t)> task;
+  std::vector<std::size_t> block_begin;
+  SenderWalks walks;
+  if (counts.empty()) {
+    // Without the counts (entries checked by the caller): one pass over all entries per task.
+    task = [&, M = layout.elements()](std::size_t t) {
+      const auto [w0, w1] = task_words(t);
+      std::fill(buf + w0 * kZenGranule, buf + w1 * kZenGranule, 0.0f);
+      const std::uint64_t lo = layout.index_of(server, w0 * kZenGranule);
+      const std::uint64_t hi = w1 == words ? M : layout.index_of(server, w1 * kZenGranule);
+      for (const auto& e : received) {
+        const auto x = static_cast<std::uint64_t>(e.index);
+        if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
+      }
+      nonzero_compact(buf, w0, w1, sums.words.data());
+    };
+  } else {
+    // With them: ranges of the slots that stay in cache while every sender adds to them, the
+    // push checked on the way (add_checked_ranges).
+    block_begin.assign(counts.size() + 1, 0);
+    for (std::size_t j = 0; j < counts.size(); ++j) block_begin[j + 1] = block_begin[j] + counts[j];
+    walks.begin.resize(tasks * counts.size());
+    walks.end.resize(tasks * counts.size());
+    walks.bad.assign(tasks, 0);
+    task = [&](std::size_t t) {
+      const auto [w0, w1] = task_words(t);
+      const std::size_t at = t * counts.size();
+      walks.bad[t] = !add_checked_ranges<Index>(layout, server, received, block_begin, w0, w1, buf,
+                                                sums.words.data(), walks.begin.data() + at,
+                                                walks.end.data() + at);
+    };
+  }
+  if (parallel && tasks > 1)
+    parallel(tasks, task);
+  else
+    for (std::size_t t = 0; t < tasks; ++t) task(t);
+  if (!counts.empty() && (std::find(walks.bad.begin(), walks.bad.end(), 1) != walks.bad.end() ||
+                          !walks_chain(walks, block_begin, tasks))) {
+    // A malformed block: the entry-by-entry check names the sender and the entry.
+    zen_check_push<Index>(layout, server, received, counts);
+    throw MalformedMessage(fmt::format(
+        "zen push: server {} found the senders' blocks malformed (the entry-by-entry check did "
+        "not; please report this)",
+        server));
+  }
+}
+
+// Each range of the slot buffer holds its non-zero sums at its start (build_slot_sums): moved
+// down, in order, to follow each other (a run never reaches the next range's, which starts at
+// least where this one's values end). Ranges: kAggregateRangeWords within each task, or the
+// task's words without the senders' counts.
+void join_range_runs(float* buf, std::span<const std::uint64_t> nnz_before, std::size_t words,
+                     unsigned parts, bool one_range_per_task) {
+  const std::size_t tasks = aggregate_tasks(parts, words);
+  const std::size_t step = one_range_per_task ? words : kAggregateRangeWords;
+  for (std::size_t t = 0; t < tasks; ++t) {
+    const std::size_t w0 = words * t / tasks, w1 = words * (t + 1) / tasks;
+    for (std::size_t r0 = w0; r0 < w1; r0 += step) {
+      const std::size_t r1 = std::min(w1, r0 + step);
+      const std::uint64_t n = nnz_before[r1] - nnz_before[r0];
+      if (n > 0 && nnz_before[r0] != r0 * kZenGranule)
+        std::memmove(buf + nnz_before[r0], buf + r0 * kZenGranule, n * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
 template <class Index>
 void zen_aggregate(const HashLayout& layout, std::uint32_t server,
                    std::vector<sparse::Entry<Index>>& received,
@@ -237,63 +330,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   const bool dense = !sums.sparse && words > 0;
   if (!counts.empty() && !dense) zen_check_push<Index>(layout, server, received, counts);
   if (dense) {
-    // Compact buffer over this server's slots (≈ M/n floats), built by `tasks` tasks over
-    // consecutive words (slot order is index order). Per slot the entries are added in the order
-    // received, for any tasks and ranges. Each range's non-zero sums are then moved to its start
-    // while it is in cache, and (below) the ranges' runs to follow each other: the encoder copies
-    // them.
-    sums.buffer.resize(slots);
-    float* buf = sums.buffer.data();
-    const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(parts, words));
-    const auto task_words = [&](std::size_t t) {
-      return std::pair{words * t / tasks, words * (t + 1) / tasks};
-    };
-    std::function<void(std::size_t)> task;
-    std::vector<std::size_t> block_begin;
-    SenderWalks walks;
-    if (counts.empty()) {
-      // Without the counts (entries checked by the caller): one pass over all entries per task.
-      task = [&, M = layout.elements()](std::size_t t) {
-        const auto [w0, w1] = task_words(t);
-        std::fill(buf + w0 * kZenGranule, buf + w1 * kZenGranule, 0.0f);
-        const std::uint64_t lo = layout.index_of(server, w0 * kZenGranule);
-        const std::uint64_t hi = w1 == words ? M : layout.index_of(server, w1 * kZenGranule);
-        for (const auto& e : received) {
-          const auto x = static_cast<std::uint64_t>(e.index);
-          if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
-        }
-        nonzero_compact(buf, w0, w1, sums.words.data());
-      };
-    } else {
-      // With them: ranges of the slots that stay in cache while every sender adds to them, the
-      // push checked on the way (add_checked_ranges).
-      block_begin.assign(counts.size() + 1, 0);
-      for (std::size_t j = 0; j < counts.size(); ++j)
-        block_begin[j + 1] = block_begin[j] + counts[j];
-      walks.begin.resize(tasks * counts.size());
-      walks.end.resize(tasks * counts.size());
-      walks.bad.assign(tasks, 0);
-      task = [&](std::size_t t) {
-        const auto [w0, w1] = task_words(t);
-        const std::size_t at = t * counts.size();
-        walks.bad[t] = !add_checked_ranges<Index>(layout, server, received, block_begin, w0, w1,
-                                                  buf, sums.words.data(), walks.begin.data() + at,
-                                                  walks.end.data() + at);
-      };
-    }
-    if (parallel && tasks > 1)
-      parallel(tasks, task);
-    else
-      for (std::size_t t = 0; t < tasks; ++t) task(t);
-    if (!counts.empty() && (std::find(walks.bad.begin(), walks.bad.end(), 1) != walks.bad.end() ||
-                            !walks_chain(walks, block_begin, tasks))) {
-      // A malformed block: the entry-by-entry check names the sender and the entry.
-      zen_check_push<Index>(layout, server, received, counts);
-      throw MalformedMessage(fmt::format(
-          "zen push: server {} found the senders' blocks malformed (the entry-by-entry check did "
-          "not; please report this)",
-          server));
-    }
+    build_slot_sums<Index>(layout, server, received, sums, counts, parts, parallel);
   } else if (!sums.sparse) {
     sums.buffer.clear();  // no slots
   } else {
@@ -315,21 +352,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   for (std::size_t w = 0; w < words; ++w)
     sums.nnz_before[w + 1] =
         sums.nnz_before[w] + static_cast<std::uint64_t>(std::popcount(sums.words[w]));
-  if (dense) {
-    // Each range's values sit at its start: moved down, in order, to follow each other.
-    const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(parts, words));
-    const std::size_t step = counts.empty() ? words : kAggregateRangeWords;
-    float* buf = sums.buffer.data();
-    for (std::size_t t = 0; t < tasks; ++t) {
-      const std::size_t w0 = words * t / tasks, w1 = words * (t + 1) / tasks;
-      for (std::size_t r0 = w0; r0 < w1; r0 += step) {
-        const std::size_t r1 = std::min(w1, r0 + step);
-        const std::uint64_t n = sums.nnz_before[r1] - sums.nnz_before[r0];
-        if (n > 0 && sums.nnz_before[r0] != r0 * kZenGranule)
-          std::memmove(buf + sums.nnz_before[r0], buf + r0 * kZenGranule, n * sizeof(float));
-      }
-    }
-  }
+  if (dense) join_range_runs(sums.buffer.data(), sums.nnz_before, words, parts, counts.empty());
   const std::size_t H = bucket_bounds.size() - 1;
   sums.bucket_nnz.resize(H);
   for (std::size_t b = 0; b < H; ++b) {
