@@ -48,15 +48,19 @@ status=0
 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 1800 \
   -R "^(unit|$mpi_tests)\$" "$@" >"$log" 2>&1 || status=$?
 cat "$log"
-# LeakSanitizer's own tracer (the ptrace stop-the-world of the leak check at exit) crashed once in
-# CI after every test of comm_np5 had passed ("Tracer caught signal 11", "LeakSanitizer has
-# encountered a fatal error"; 2026-12-06): a failure of the sanitizer's runtime, not a finding.
-# Only then do the failed tests run once more; a leak or any other sanitizer report, or a failed
-# test, fails the suite as before.
+# LeakSanitizer's own tracer (the ptrace stop-the-world of the leak check at exit) crashes in CI
+# after every test of comm_np5 has passed ("Tracer caught signal 11", "LeakSanitizer has
+# encountered a fatal error"): three times in two fresh-clone runs (2026-12-06), the same test run
+# again failing the same way, never in this machine's build-asan (36 runs). A failure of the
+# sanitizer's runtime, not a finding (use_tls=0, the usual way round it, reports glibc's loader
+# as a leak here). Only then, and only when the log holds no sanitizer report and no failed test,
+# the failed tests run again without the leak check (AddressSanitizer and UBSan still on), and the
+# suite says so; the other runs of the same binaries keep it. Any report fails the suite as before.
 if [ "$status" -ne 0 ] && grep -q "LeakSanitizer has encountered a fatal error" "$log" &&
   ! grep -qE "ERROR: (AddressSanitizer|LeakSanitizer: detected)|runtime error:|\[  FAILED  \]" "$log"; then
-  echo "sanitize: LeakSanitizer's tracer failed (not a finding): the failed tests once more" >&2
+  echo "sanitize: LeakSanitizer's tracer crashed (not a finding): the failed tests again, their" \
+    "leak check skipped" >&2
   status=0
-  ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 1800 --rerun-failed || status=$?
+  ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure --timeout 1800 --rerun-failed || status=$?
 fi
 exit "$status"
