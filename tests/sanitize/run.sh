@@ -51,7 +51,7 @@ cat "$log"
 # LeakSanitizer's own tracer (the ptrace stop-the-world of the leak check at exit) crashes in CI
 # after every test of comm_np5 has passed ("Tracer caught signal 11", "LeakSanitizer has
 # encountered a fatal error"): three times in two fresh-clone runs (2026-12-06), the same test run
-# again failing the same way, never in this machine's build-asan (36 runs). A failure of the
+# again failing the same way, never in this machine's build-asan (54 runs). A failure of the
 # sanitizer's runtime, not a finding (use_tls=0, the usual way round it, reports glibc's loader
 # as a leak here). Only then, and only when the log holds no sanitizer report and no failed test,
 # the failed tests run again without the leak check (AddressSanitizer and UBSan still on), and the
