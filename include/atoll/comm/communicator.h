@@ -1,8 +1,8 @@
 // The communicator layer: the only way atoll code talks to the distributed engine.
 //
-// One implementation (src/comm/communicator.cpp) is compiled twice: against Open MPI for
-// build/atoll and against SimGrid SMPI for build/atoll-smpi. Nothing else includes <mpi.h>, so the
-// synchronization schemes run unchanged on a real cluster and on a simulated one.
+// One implementation (src/comm/communicator*.cpp and mpi_helpers.cpp) is compiled twice: against
+// Open MPI for build/atoll and against SimGrid SMPI for build/atoll-smpi. Nothing else includes
+// <mpi.h>, so the synchronization schemes run unchanged on a real cluster and on a simulated one.
 //
 // Contracts:
 // - Every operation is collective over the communicator unless it says otherwise; all ranks must
