@@ -42,9 +42,6 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 cd "$build"
 # The fast unwinder throughout: Open MPI's plugins stay mapped in this build
 # (src/comm/keep_plugins.cpp), so its allocations are known by their libraries in lsan.supp.
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-status=0
 # intercept_tls_get_addr=0: ASan's record of each thread's dynamic TLS (DTLS) blocks, which it
 # keeps by intercepting __tls_get_addr, is not kept. With Debian 12's GCC 12 libasan8 and glibc
 # 2.36 that record held a bogus block at exit in every 5-rank comm test (module 9 at
@@ -52,19 +49,5 @@ status=0
 # scanning it as a root, crashed ("Tracer caught signal 11: addr=0xd10"; 5 of 5 runs on
 # 2026-12-07, and in three fresh-clone CI runs); without the record, 0 of 5, no leak reported
 # that was not before, and the canary's leak still found.
-ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 ctest --output-on-failure --timeout 1800 \
-  -R "^(unit|$mpi_tests)\$" "$@" >"$log" 2>&1 || status=$?
-cat "$log"
-# A guard kept from before that cause was found: should LeakSanitizer's tracer still crash at
-# exit ("LeakSanitizer has encountered a fatal error") with no sanitizer report, no
-# `runtime error:` and no failed test in the log, the failed tests run once more without the
-# leak check (AddressSanitizer and UBSan still on), and the suite says so. Any report fails it.
-if [ "$status" -ne 0 ] && grep -q "LeakSanitizer has encountered a fatal error" "$log" &&
-  ! grep -qE "ERROR: (AddressSanitizer|LeakSanitizer: detected)|runtime error:|\[  FAILED  \]" "$log"; then
-  echo "sanitize: LeakSanitizer's tracer crashed (not a finding): the failed tests again, their" \
-    "leak check skipped" >&2
-  status=0
-  ASAN_OPTIONS=detect_leaks=0:intercept_tls_get_addr=0 ctest --output-on-failure --timeout 1800 \
-    --rerun-failed || status=$?
-fi
-exit "$status"
+ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 exec ctest --output-on-failure \
+  --timeout 1800 -R "^(unit|$mpi_tests)\$" "$@"
