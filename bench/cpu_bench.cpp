@@ -11,7 +11,9 @@
 #include <map>
 
 #include "../src/sync/common.h"
+#include "../src/sync/zen_fold.h"
 #include "atoll/sparse/generator.h"
+#include "atoll/sync/entry_fold.h"
 #include "atoll/sync/zen_partition.h"
 #include "atoll/util/allocator.h"
 
@@ -159,6 +161,57 @@ void BM_ZenPullDecodeCold(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * w.blocks.size()));
 }
 
+// A consumer's read of the same blocks where they arrived (bench sync --consume): every server's
+// block folded in place (zen_fold.h), no sorted result written; warm, then cold as above.
+void BM_ZenPullFold(benchmark::State& state) {
+  const auto& w = workload();
+  const auto granules = (w.layout.elements() + sync::kZenGranule - 1) / sync::kZenGranule;
+  sync::EntryFold f;
+  for (auto _ : state) {
+    f = sync::zen_fold_pull_chunk<Index>(w.layout, 0, granules, w.blocks, w.block_bytes);
+    benchmark::DoNotOptimize(f.sum);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * f.count));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * w.blocks.size()));
+}
+
+void BM_ZenPullFoldCold(benchmark::State& state) {
+  const auto& w = workload();
+  const auto granules = (w.layout.elements() + sync::kZenGranule - 1) / sync::kZenGranule;
+  constexpr std::size_t kCopies = 16;
+  static const std::vector<std::vector<std::uint8_t>> copies(kCopies, w.blocks);
+  sync::EntryFold f;
+  std::size_t k = 0;
+  for (auto _ : state) {
+    f = sync::zen_fold_pull_chunk<Index>(w.layout, 0, granules, copies[k], w.block_bytes);
+    benchmark::DoNotOptimize(f.sum);
+    k = (k + 1) % kCopies;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * f.count));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * w.blocks.size()));
+}
+
+// The consumer's read of the decoded result instead (a sorted COO array), cold: the decode's
+// result for 16 receivers in turn, each folded (entry_fold.h).
+void BM_SortedFoldCold(benchmark::State& state) {
+  const auto& w = workload();
+  constexpr std::size_t kCopies = 16;
+  static std::vector<sparse::SparseGradient<Index>> outs = [&] {
+    std::vector<sparse::SparseGradient<Index>> o(kCopies);
+    for (auto& g : o) sync::zen_decode_pull<Index>(w.layout, w.blocks, w.block_bytes, g);
+    return o;
+  }();
+  sync::EntryFold f;
+  std::size_t k = 0;
+  for (auto _ : state) {
+    f = sync::fold_entries(outs[k].indices.data(), outs[k].values.data(), outs[k].nnz());
+    benchmark::DoNotOptimize(f.sum);
+    k = (k + 1) % kCopies;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * f.count));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * w.blocks.size()));
+}
+
 // Records bytes/s per benchmark to print ratios against memcpy after the run.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
@@ -184,6 +237,9 @@ BENCHMARK(BM_ZenAggregateEncode)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_BitmapEncode)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ZenPullDecode)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ZenPullDecodeCold)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ZenPullFold)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ZenPullFoldCold)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SortedFoldCold)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   atl::util::keep_freed_memory();  // as build/atoll

@@ -16,6 +16,7 @@
 #include "atoll/comm/parallel.h"
 #include "atoll/sparse/characteristics.h"
 #include "atoll/sparse/trace.h"
+#include "atoll/sync/entry_fold.h"
 #include "atoll/sync/network_probe.h"
 #include "atoll/sync/result_check.h"
 #include "atoll/sync/scheme.h"
@@ -241,6 +242,39 @@ void set_cpu_charging(Communicator& comm, const BenchSyncOptions& o) {
   }
 }
 
+// --consume: what a consumer of the result does before the next step, inside the timed call:
+// every non-zero read once (entry_fold.h). A result the scheme folded in place is read already;
+// any other is folded here, as phase "consume".
+volatile std::uint64_t consumed_sum = 0;  // the fold's value is used
+
+template <class Index>
+void consume(Communicator& comm, sync::SyncResult<Index>& r) {
+  if (r.folded) {
+    consumed_sum = consumed_sum + r.folded->sum;
+    return;
+  }
+  const double t0 = comm.wtime();
+  consumed_sum = consumed_sum + sync::fold_result(r).sum;
+  r.stats.phases.push_back(sync::PhaseStats{"consume", comm.wtime() - t0, 0, 0});
+}
+
+// For --verify of a result folded in place: the same scheme (auto: the one it ran) without the
+// fold, called once more on the same input into `full`; the fold of its full result must equal
+// the one made in place on every rank (the same sums, bit for bit: the schemes are
+// deterministic). Collective.
+template <class Index>
+bool in_place_matches(Communicator& comm, const std::string& name, sync::SchemeOptions options,
+                      const SparseGradient<Index>& grad, const sync::SyncResult<Index>& in_place,
+                      sync::SyncResult<Index>& full) {
+  options.fold_in_place = false;
+  auto scheme =
+      sync::make_scheme(in_place.stats.chosen.empty() ? name : in_place.stats.chosen, options);
+  scheme->prepare(comm);
+  scheme->synchronize(comm, grad, full);
+  const bool same = sync::fold_result(full) == *in_place.folded;
+  return comm.allreduce_value<std::uint64_t>(same ? 0 : 1, ReduceOp::sum) == 0;
+}
+
 template <class Index>
 int run(Communicator& comm, const BenchSyncOptions& o) {
   const auto names = resolve_schemes(o.schemes);
@@ -302,6 +336,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     scheme_options.zen_group = o.zen_group;
     scheme_options.zen_group_push = o.zen_group_push;
     scheme_options.row_views = o.row_views;
+    scheme_options.fold_in_place = o.consume;
     auto scheme = sync::make_scheme(name, scheme_options);
     sync::SyncResult<Index> last;
     scheme->prepare(comm);  // one-time setup (auto's network probe) is not part of a timed call
@@ -326,6 +361,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
       comm.barrier();
       const double t0 = comm.wtime();
       scheme->synchronize(comm, grad, last);
+      if (o.consume) consume(comm, last);
       const double dt = comm.wtime() - t0;
       times.push_back(comm.allreduce_value<double>(dt, ReduceOp::max));
       call_phases.push_back(sync::max_phase_stats(comm, last.stats));  // (after the timing)
@@ -334,14 +370,26 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
     bool verified = false;
     std::string failure;
     if (o.verify) {
+      // A result folded in place is checked through the same scheme's result built in full
+      // (in_place_matches).
+      const auto* checked = &last;
+      std::optional<sync::SyncResult<Index>> full;
+      bool fold_matches = true;
+      if (last.folded) {
+        full.emplace();
+        fold_matches = in_place_matches(comm, name, scheme_options, grad, last, *full);
+        checked = &*full;
+      }
       // Float sums differ from the reference only by rounding: |Δ| ≤ n·ε·Σ|x|; integers: exact.
       const float slack = integer_values ? 0.0f : 4.0f * comm.size() * FLT_EPSILON;
-      const auto bad = sync::count_mismatches(last, reference, magnitude, slack);
-      const auto sum_lo = comm.allreduce_value<std::uint64_t>(last.checksum(), ReduceOp::min);
-      const auto sum_hi = comm.allreduce_value<std::uint64_t>(last.checksum(), ReduceOp::max);
+      const auto bad = sync::count_mismatches(*checked, reference, magnitude, slack);
+      const auto sum_lo = comm.allreduce_value<std::uint64_t>(checked->checksum(), ReduceOp::min);
+      const auto sum_hi = comm.allreduce_value<std::uint64_t>(checked->checksum(), ReduceOp::max);
       const auto bad_all = comm.allreduce_value<std::uint64_t>(bad.count, ReduceOp::sum);
-      verified = bad_all == 0 && sum_lo == sum_hi;
-      if (bad.count) {
+      verified = bad_all == 0 && sum_lo == sum_hi && fold_matches;
+      if (!fold_matches) {
+        failure = "its fold in place differs from the fold of its full result";
+      } else if (bad.count) {
         failure = fmt::format(
             "rank {}: {} elements differ from the dense reference (first at {}: "
             "got {}, expected {})",
@@ -363,6 +411,7 @@ int run(Communicator& comm, const BenchSyncOptions& o) {
         {"index_bits", 8 * sizeof(Index)},
         {"row_width", o.row_width},
         {"row_views", o.row_views},
+        {"consume", o.consume},
         {"density", ch.density},
         {"densification", ch.densification},
         {"skew", ch.skew},
@@ -460,6 +509,11 @@ void arm_fault(const Communicator& comm, const std::string& spec) {
 int bench_sync(Communicator& comm, const BenchSyncOptions& o) {
   if (o.repeat < 1) throw UsageError(fmt::format("--repeat must be at least 1 (got {})", o.repeat));
   if (o.warmup < 0) throw UsageError(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
+  if (o.consume && !o.cpu_cost_file.empty()) {
+    throw UsageError(
+        "--consume measures the consumer's reads; --cpu-cost charges from a table that has no "
+        "cost for them: use one or the other");
+  }
   if (o.row_views && o.row_width < 2)
     throw UsageError("--row-views needs a gradient of rows (--row-width W, W >= 2)");
   if (o.index_bits != 32 && o.index_bits != 64) {

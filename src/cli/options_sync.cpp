@@ -54,6 +54,11 @@ CLI::App* add_bench_sync_command(CLI::App& app, BenchSyncOptions& bench, std::st
   sync_cmd->add_flag("--row-views", bench.row_views,
                      "with --row-width: Zen's variants leave the summed rows in the blocks they "
                      "were pulled in (no copy into the result), as the trainer has them");
+  sync_cmd->add_flag("--consume", bench.consume,
+                     "time each call until a consumer has read every non-zero of its result "
+                     "(each (index, value) folded once: sync/entry_fold.h), for every scheme "
+                     "alike; Zen's element path then folds its pull blocks where they arrived "
+                     "instead of building the sorted result (phase \"consume\")");
   sync_cmd->add_option("--threads", bench.threads,
                        "worker threads per rank for Zen's decode (default: the node's cores "
                        "shared by the ranks on it; 1 under simulation); at most the machine's "

@@ -69,6 +69,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
       coding_ = PullCoding::coo;
     rows_.emplace(seed_, coding_, o.row_views);
     check_in_push_ = o.zen_check_in_push;
+    fold_in_place_ = o.fold_in_place;
   }
   // The pull's smallest block for this network (zen_pull_min_block): from SchemeOptions::network
   // (auto's probe), else probed here once (collective), where the pull could take several chunks.
@@ -257,8 +258,8 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
 
   // The pull (zen_pull.h): pipelined in chunks, or in one exchange without counts.
   ZenPullSetup pull_setup(Communicator& comm) const {
-    return ZenPullSetup{layout_,  coding_,    threads_,  parallel(comm),
-                        op_plan_, op_encode_, op_decode_};
+    return ZenPullSetup{layout_,  coding_,    threads_,   parallel(comm),
+                        op_plan_, op_encode_, op_decode_, fold_in_place_};
   }
   template <class Index>
   void pull_chunked(Communicator& comm, SyncResult<Index>& out) {
@@ -326,6 +327,7 @@ class ZenScheme final : public SchemeBase<ZenScheme> {
   HashLayout layout_;
   std::optional<ZenRowSync> rows_;  // gradients of blocks
   bool check_in_push_ = false;
+  bool fold_in_place_ = false;       // SchemeOptions::fold_in_place
   std::optional<Agreed> agreed_;     // the form of two completed calls in a row (run_agreed)
   std::optional<Agreed> last_form_;  // the form of the last call, if it completed without counts
   Scratch<std::uint32_t> scratch32_;

@@ -15,83 +15,21 @@
 #include "atoll/sync/zen_partition.h"
 #include "atoll/util/cpu_features.h"
 #include "zen_blocks.h"
+#include "zen_views.h"
 #include "zen_wide.h"
 
 namespace atl::sync {
 namespace {
 using namespace zen_blocks;
-
-MalformedMessage malformed(std::uint32_t j, const std::string& what) {
-  return MalformedMessage(fmt::format("zen: malformed pull block from server {}: {}", j, what));
-}
-
-struct View {
-  std::uint8_t format;
-  std::uint64_t nnz;
-  const std::uint8_t* keys;  // bitmap words or indices
-  const std::uint8_t* values;
-};
+using zen_views::ChunkViews;
+using zen_views::malformed;
+using zen_views::parse_views;
+using zen_views::View;
 
 struct Cursor {
   std::uint64_t key = 0;    // bitmap: next granule word; COO: next entry
   std::uint64_t value = 0;  // next value
 };
-
-// One chunk's blocks, each checked against its announced size. Elias-Fano blocks are decoded into
-// bitmap words over their slots first (those of the empty slots' code, then inverted), then walked
-// as bitmaps. (Owned here, not thread_local:
-// under SMPI every simulated rank may share one thread, and the walk's progress calls can switch
-// ranks while these words are in use.)
-struct ChunkViews {
-  std::vector<View> views;
-  std::vector<std::vector<std::uint64_t>> ef_words;
-  std::uint64_t total = 0;
-};
-
-ChunkViews parse_views(const HashLayout& layout, std::uint64_t granule_begin,
-                       std::uint64_t granule_end, std::span<const std::uint8_t> blocks,
-                       std::span<const std::size_t> counts, std::size_t index_bytes,
-                       std::span<const std::uint32_t> order) {
-  const auto n = static_cast<std::uint32_t>(counts.size());
-  ChunkViews c;
-  c.views.resize(n);
-  c.ef_words.resize(n);
-  std::size_t at = 0;
-  for (std::uint32_t k = 0; k < n; ++k) {
-    const std::uint32_t j = order.empty() ? k : order[k];  // the server of the k-th block
-    if (counts[j] < kBlockHeader || counts[j] > blocks.size() - at) throw malformed(j, "too short");
-    View v{};
-    v.format = blocks[at];
-    std::memcpy(&v.nnz, blocks.data() + at + 1, 8);
-    const std::size_t slots =
-        (layout.granules_before(j, granule_end) - layout.granules_before(j, granule_begin)) *
-        kZenGranule;
-    if (v.format > kEliasFanoComplement || v.nnz > slots)
-      throw malformed(j, fmt::format("format {} with {} non-zeros", v.format, v.nnz));
-    const std::size_t key_bytes = format_key_bytes(v.format, slots, v.nnz, index_bytes);
-    if (counts[j] != kBlockHeader + key_bytes + v.nnz * sizeof(float)) {
-      throw malformed(
-          j, fmt::format("{} bytes for format {} and {} non-zeros", counts[j], v.format, v.nnz));
-    }
-    v.keys = blocks.data() + at + kBlockHeader;
-    v.values = v.keys + key_bytes;
-    if (v.format == kEliasFano || v.format == kEliasFanoComplement) {
-      c.ef_words[j].resize(slots / kZenGranule);
-      try {  // kEliasFanoComplement: the code lists the empty slots
-        sparse::elias_fano_decode_words(std::span<const std::uint8_t>(v.keys, key_bytes), slots,
-                                        v.nnz, v.format == kEliasFanoComplement, c.ef_words[j]);
-      } catch (const std::runtime_error& e) {
-        throw malformed(j, e.what());
-      }
-      v.format = kBitmap;
-      v.keys = reinterpret_cast<const std::uint8_t*>(c.ef_words[j].data());
-    }
-    c.views[j] = v;
-    c.total += v.nnz;
-    at += counts[j];
-  }
-  return c;
-}
 
 // What every range's walk reads.
 struct Walk {
@@ -192,7 +130,9 @@ template <class Index, bool kWide>
         if constexpr (kWide) {
           // Where the granule holds two entries or more: 16 keys at a time while 16 entries can
           // be read and written here; the portable loop below takes what is left.
-          while (c.key + 1 < v.nnz && key(c.key + 1) < base + G && base + G <= 0xFFFFFFFFu) {
+          // (Not in the last granule where M ends inside it: the loop below checks for M.)
+          while (c.key + 1 < v.nnz && key(c.key + 1) < base + G && base + G <= 0xFFFFFFFFu &&
+                 base + G <= M) {
             const std::uint8_t* vals = v.values + c.key * sizeof(float);
             if (vals + 16 * sizeof(float) > w.blocks_end || pos + 16 > write_limit) break;
             const auto lanes = static_cast<unsigned>(std::min<std::uint64_t>(16, v.nnz - c.key));
@@ -211,7 +151,8 @@ template <class Index, bool kWide>
         while (c.key < v.nnz) {
           Index x;
           std::memcpy(&x, v.keys + c.key * sizeof(Index), sizeof(Index));
-          if (x >= base + G) break;
+          // An index past M in the last granule is left over, as one outside the granule: refused.
+          if (x >= base + G || x >= M) break;
           if (x < base || pos >= pos_end || (pos > pos_begin && x <= oi[pos - 1]))
             throw malformed(j, "COO indices unsorted, repeated or not owned");
           oi[pos] = x;

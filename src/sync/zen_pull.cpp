@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "atoll/comm/charged_work.h"
+#include "zen_fold.h"
 
 namespace atl::sync {
 
@@ -123,8 +124,11 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   };
   out.dense_form = false;
   out.sparse.elements = M;
-  out.sparse.indices.resize(total + kZenDecodeSlack);
-  out.sparse.values.resize(total + kZenDecodeSlack);
+  out.folded.reset();
+  const bool fold = setup.fold_in_place;
+  out.sparse.indices.resize(fold ? 0 : total + kZenDecodeSlack);
+  out.sparse.values.resize(fold ? 0 : total + kZenDecodeSlack);
+  EntryFold folded;
   std::size_t pos = 0;
   std::exception_ptr failure;  // a malformed block: finish the collectives, then throw
   // One chunk in flight ahead of the one being decoded (two in flight measured slower: they share
@@ -143,6 +147,19 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
       if (p + 1 < chunks) groups.progress_pull(comm, requests[p + 1]);
     };
     const double t0 = comm.wtime();
+    if (fold) {  // measured, as every consumer's read is (bench sync --consume)
+      try {
+        folded += zen_fold_pull_chunk<Index>(
+            setup.layout, bounds[p], bounds[p + 1],
+            std::span<const std::uint8_t>(buf.all.data() + chunk_begin[p],
+                                          chunk_begin[p + 1] - chunk_begin[p]),
+            counts[p], progress_next, groups.pull_order());
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      decode_s += comm.wtime() - t0;
+      continue;
+    }
     try {
       // Charged by the non-zeros written and the chunk's index range in bitmap bytes (what a
       // bitmap walk scans); not by the bytes received, fewer per non-zero in the codings that
@@ -163,11 +180,16 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
     decode_s += comm.wtime() - t0;
   }
   if (failure) std::rethrow_exception(failure);
-  out.sparse.indices.resize(pos);  // drop the slack (shrinking keeps the allocation)
-  out.sparse.values.resize(pos);
+  if (fold) {
+    out.folded = folded;
+  } else {
+    out.sparse.indices.resize(pos);  // drop the slack (shrinking keeps the allocation)
+    out.sparse.values.resize(pos);
+  }
   out.stats.pull_load_bytes = pull_load;
   out.stats.pull_rounds = chunks + 1;
-  record_pull_phases(comm, out.stats, pull_start, traffic_start, encode_s, decode_s);
+  record_pull_phases(comm, out.stats, pull_start, traffic_start, encode_s, decode_s,
+                     fold ? "consume" : "decode");
 }
 
 template <class Index>
@@ -203,7 +225,15 @@ void zen_pull_one_exchange(Communicator& comm, const ZenPullSetup& setup,
   }
   const std::span<const std::uint8_t> blocks(buf.all.data(), at);
   const double t_decode = comm.wtime();
-  {
+  out.folded.reset();
+  if (setup.fold_in_place) {
+    const std::uint64_t granules = (setup.layout.elements() + kZenGranule - 1) / kZenGranule;
+    out.dense_form = false;
+    out.sparse.elements = setup.layout.elements();
+    out.sparse.indices.clear();
+    out.sparse.values.clear();
+    out.folded = zen_fold_pull_chunk<Index>(setup.layout, 0, granules, blocks, counts);
+  } else {
     // Charged as the chunked pull's decode is: non-zeros written, the index range's bitmap bytes.
     const std::uint64_t granules = (setup.layout.elements() + kZenGranule - 1) / kZenGranule;
     const double range_bytes = static_cast<double>(granules) * kZenGranule / 8;
@@ -223,18 +253,19 @@ void zen_pull_one_exchange(Communicator& comm, const ZenPullSetup& setup,
   const double decode_s = comm.wtime() - t_decode;
   out.stats.pull_load_bytes = buf.block.size() * (n - 1);
   out.stats.pull_rounds = 1;
-  record_pull_phases(comm, out.stats, pull_start, traffic_start, encode_s, decode_s);
+  record_pull_phases(comm, out.stats, pull_start, traffic_start, encode_s, decode_s,
+                     setup.fold_in_place ? "consume" : "decode");
 }
 
 void record_pull_phases(Communicator& comm, SyncStats& stats, double start,
                         const comm::TrafficCounters& traffic_start, double encode_s,
-                        double decode_s) {
+                        double decode_s, const char* decode_name) {
   const auto& traffic_end = comm.traffic();
   stats.phases.push_back(PhaseStats{"encode", encode_s, 0, 0});
   stats.phases.push_back(PhaseStats{"pull", comm.wtime() - start - decode_s - encode_s,
                                     traffic_end.bytes_sent - traffic_start.bytes_sent,
                                     traffic_end.bytes_received - traffic_start.bytes_received});
-  stats.phases.push_back(PhaseStats{"decode", decode_s, 0, 0});
+  stats.phases.push_back(PhaseStats{decode_name, decode_s, 0, 0});
 }
 
 #define ATOLL_ZEN_PULL_INSTANTIATE(I)                                                            \

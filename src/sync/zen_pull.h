@@ -24,6 +24,9 @@ struct ZenPullSetup {
   unsigned threads;
   ParallelTasks parallel;
   std::size_t op_plan, op_encode, op_decode;
+  // SchemeOptions::fold_in_place: each chunk's blocks are folded where they arrived (zen_fold.h)
+  // instead of decoded; the result is SyncResult::folded, its phase "consume".
+  bool fold_in_place = false;
 };
 
 // Buffers reused between calls: this server's blocks, and every server's as received.
@@ -53,6 +56,6 @@ void zen_pull_one_exchange(Communicator& comm, const ZenPullSetup& setup,
 // `traffic_start`. Shared by the element and the row path (zen_row_sync.cpp).
 void record_pull_phases(Communicator& comm, SyncStats& stats, double start,
                         const comm::TrafficCounters& traffic_start, double encode_s,
-                        double decode_s);
+                        double decode_s, const char* decode_name = "decode");
 
 }  // namespace atl::sync

@@ -75,5 +75,14 @@ ATOLL_AVX512 inline int coo_take(const std::uint8_t* keys, const std::uint8_t* v
   return n;
 }
 
+// The sum of a vector's eight 64-bit lanes, mod 2^64.
+ATOLL_AVX512 inline std::uint64_t lanes_sum(__m512i v) {
+  alignas(64) std::uint64_t lane[8];
+  _mm512_store_si512(lane, v);
+  std::uint64_t s = 0;
+  for (const std::uint64_t x : lane) s += x;
+  return s;
+}
+
 }  // namespace atl::sync::zen_wide
 #endif

@@ -83,6 +83,8 @@ expect_error row-width-not-dividing "--row-width 7: .*must be a multiple" bench 
 expect_error row-width-0 "row-width" bench sync --elements 1000 --row-width 0
 expect_error row-views-without-rows "--row-views needs a gradient of rows" bench sync --elements 1000 \
   --row-views
+expect_error consume-with-cpu-cost "--consume measures the consumer's reads" bench sync \
+  --elements 1000 --consume --cpu-cost "$tmp/costs.json"
 expect_error index-oob "out of range: must be < M = 1000" bench sync --trace "$tmp/index_oob"
 expect_error m-differ "disagree on M" bench sync --trace "$tmp/m_differ"
 expect_error truncated "truncated" bench sync --trace "$tmp/truncated"

@@ -5,7 +5,7 @@
 # network_bound_s; no scheme beats its bound by more than 10% (the probe's error; a single phase
 # can: Zen's pull completes its transfers in the decode's progress calls); allreduce's bound is
 # that of 2(n-1)/n of the gradient's bytes, its input check a phase of its own; the text output
-# prints the ratio.
+# prints the ratio; with --consume, every scheme's reads of its result are a phase.
 # usage: bench_breakdown_test.sh SIMULATE_SCRIPT
 set -uo pipefail
 simulate=$1
@@ -39,6 +39,22 @@ assert len(check) == 1 and check[0]["bytes_sent_max"] == 7 * 56, allreduce["phas
 print("ok   --breakdown: " + ", ".join(f"{r['scheme']} {r['network_ratio']:.2f}x" for r in rows)
       + f" its network bound (probed {allreduce['network_bandwidth_bytes_per_s'] * 8 / 1e9:.1f}"
       " Gbit/s)")
+PY
+# --consume: every scheme's call timed until its result has been read (phase "consume"); Zen's
+# element path reads its pull blocks in place (no "decode"); every row verified (a fold made in
+# place against the fold of the same scheme's full result).
+json=$(timeout 600 "$simulate" cluster-16x25g 8 -- "${args[@]}" --consume --json 2>&1) ||
+  { echo "FAIL bench sync --consume --json"; echo "$json"; exit 1; }
+python3 - <<PY || exit 1
+import json
+rows = [json.loads(l) for l in """$json""".splitlines() if l.startswith('{"')]
+assert len(rows) == 9 and all(r["verified"] and r["consume"] for r in rows), rows
+for r in rows:
+    assert "consume" in r["phase_time_s"], r
+    if r["scheme"] in ("zen", "zen_coo", "zen_ef"):
+        assert "decode" not in r["phase_time_s"], r
+print("ok   --consume: " + ", ".join(f"{r['scheme']} consume {r['phase_time_s']['consume'] * 1e3:.3f} ms"
+                                      for r in rows))
 PY
 text=$(timeout 600 "$simulate" cluster-16x25g 8 -- "${args[@]}" 2>&1) ||
   { echo "FAIL bench sync --breakdown"; echo "$text"; exit 1; }

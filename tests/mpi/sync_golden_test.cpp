@@ -16,6 +16,7 @@
 #include "atoll/comm/communicator.h"
 #include "atoll/comm/parallel.h"
 #include "atoll/sparse/generator.h"
+#include "atoll/sync/entry_fold.h"
 #include "atoll/sync/scheme.h"
 #include "atoll/util/memory.h"
 #include "mpi_test_main.h"
@@ -93,9 +94,38 @@ void expect_exact_calls(sync::SyncScheme& scheme, const std::string& scheme_name
   }
 }
 
+// SchemeOptions::fold_in_place: the scheme made with it and without it, called twice each on the
+// case; the fold of the result made in place equals the fold of the full result on every rank
+// (the full result is checked against the reference by the other tests), and Zen's element path
+// does fold in place.
+template <class Index>
+void expect_fold_matches(const std::string& scheme_name, const std::string& label,
+                         const Maker<Index>& make, const sync::SchemeOptions& options) {
+  Communicator& comm = *g_comm;
+  const auto grad = make(comm.rank(), comm.size());
+  sync::SchemeOptions plain = options;
+  plain.fold_in_place = false;
+  auto folding = sync::make_scheme(scheme_name, options);
+  auto full = sync::make_scheme(scheme_name, plain);
+  sync::SyncResult<Index> in_place, whole;
+  for (int call = 0; call < 2; ++call) {
+    folding->synchronize(comm, grad, in_place);
+    full->synchronize(comm, grad, whole);
+    const bool zen_elements = scheme_name.rfind("zen", 0) == 0 && grad.width == 1;
+    EXPECT_EQ(in_place.folded.has_value(), zen_elements) << scheme_name << "/" << label;
+    const auto a = sync::fold_result(in_place), b = sync::fold_result(whole);
+    EXPECT_EQ(a.sum, b.sum) << scheme_name << "/" << label << " rank " << comm.rank();
+    EXPECT_EQ(a.count, b.count) << scheme_name << "/" << label << " rank " << comm.rank();
+    std::uint64_t non_zero = 0;
+    for (const float v : whole.to_dense()) non_zero += v != 0.0f;
+    EXPECT_EQ(b.count, non_zero) << scheme_name << "/" << label;
+  }
+}
+
 template <class Index>
 void expect_exact_sum(const std::string& scheme_name, const std::string& label,
                       const Maker<Index>& make, bool exact, const sync::SchemeOptions& options) {
+  if (options.fold_in_place) return expect_fold_matches<Index>(scheme_name, label, make, options);
   // Twice: the second call reuses `out` and the scheme's cached state.
   expect_exact_calls<Index>(*sync::make_scheme(scheme_name, options), scheme_name, label, make,
                             exact, 2);
@@ -424,6 +454,26 @@ TEST(GoldenZenEliasFano, ForcedOnEveryBlock) {
   run_all_cases<std::uint64_t>("zen", forced);
   run_all_cases<std::uint32_t>("zen", complement);
   run_all_cases<std::uint64_t>("zen", complement);
+}
+
+// Zen's pull folded where it arrived (bench sync --consume) on every case: in each pull format
+// (bitmap or COO as chosen, COO only, Elias-Fano forced, of the empty slots too), both index
+// widths, pipelined in chunks and in one exchange without counts; and a scheme without an
+// in-place form (sparcml) folded after the call.
+TEST(GoldenZenFoldInPlace, EqualsTheFoldOfTheFullResult) {
+  sync::SchemeOptions fold;
+  fold.fold_in_place = true;
+  for (const char* scheme : {"zen", "zen_coo", "zen_ef"})
+    run_all_cases<std::uint32_t>(scheme, fold);
+  run_all_cases<std::uint64_t>("zen", fold);
+  run_all_cases<std::uint32_t>("sparcml", fold);
+  sync::SchemeOptions complement = fold;
+  complement.zen_force_elias_fano_complement = true;
+  run_all_cases<std::uint32_t>("zen", complement);
+  sync::SchemeOptions one = fold;
+  one.zen_pull_min_block = std::uint64_t{1} << 40;  // every pull fits "one chunk": no counts
+  run_all_cases<std::uint32_t>("zen", one);
+  run_all_cases<std::uint64_t>("zen_coo", one);
 }
 
 // Zen with worker threads (aggregation and decode split into ranges) and with one, whatever the

@@ -56,6 +56,7 @@ struct BenchSyncOptions {
   // With rows: Zen's variants leave them in the pulled blocks (SchemeOptions::row_views), as
   // for the trainer; the result is then read where it lies (--verify reads it there).
   bool row_views = false;
+  bool consume = false;  // --consume: time until every non-zero of the result has been read
 };
 int bench_sync(comm::Communicator& comm, const BenchSyncOptions& options);
 

@@ -67,6 +67,18 @@ struct SyncStats {
   std::uint64_t bytes_received() const;
 };
 
+// A result's non-zeros folded by a consumer that reads each once (entry_fold.h).
+struct EntryFold {
+  std::uint64_t sum = 0;    // Σ entry_term(index, bits of value), mod 2^64
+  std::uint64_t count = 0;  // entries folded
+  EntryFold& operator+=(const EntryFold& o) {
+    sum += o.sum;
+    count += o.count;
+    return *this;
+  }
+  bool operator==(const EntryFold&) const = default;
+};
+
 template <class Index>
 struct SyncResult {
   bool dense_form = false;
@@ -78,6 +90,9 @@ struct SyncResult {
   // scheme's next call (in_views(); an empty result needs neither). block() reads either form;
   // to_dense() and checksum() take both.
   std::vector<const float*> views;
+  // Set where the scheme folded its result where it arrived (SchemeOptions::fold_in_place): the
+  // fold of every non-zero, and `sparse` is left empty (its M set).
+  std::optional<EntryFold> folded;
   SyncStats stats;
 
   bool in_views() const { return !views.empty(); }
@@ -147,6 +162,11 @@ struct SchemeOptions {
   // (SyncResult::in_views) instead of copying them into the result: for a consumer that reads
   // each block once before the next call (the trainer's row-wise optimizer).
   bool row_views = false;
+  // Zen's element path folds each pulled chunk's blocks where they arrived (entry_fold.h) instead
+  // of decoding them into the sorted result: for a consumer that reads every non-zero once and
+  // needs no sorted array (bench sync --consume). The result is then SyncResult::folded. Other
+  // schemes and Zen's row path ignore it.
+  bool fold_in_place = false;
   // Worker threads per rank for Zen's pull decode (comm::resolve_threads: 0 is the node's cores
   // shared by its ranks, 1 under SMPI).
   unsigned threads = 0;
@@ -264,6 +284,7 @@ class SchemeBase : public SyncScheme {
   void dispatch(Communicator& c, const SparseGradient<Index>& g, SyncResult<Index>& out,
                 SparseGradient<Index>& expanded) {
     out.stats = {};
+    out.folded.reset();  // set again only by a scheme that folds in place
     if (std::exchange(skip_input_check_, false)) {  // checked by the caller
       input_problem_.reset();
     } else if (static_cast<const Derived*>(this)->checks_input_itself()) {  // run() settles it
