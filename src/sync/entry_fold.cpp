@@ -40,18 +40,7 @@ EntryFold fold_dense_portable(const float* val, std::size_t n, std::uint64_t fir
 }
 
 #if ATOLL_HAVE_AVX512_KERNELS
-// Sixteen entries: indices i (their low 32 bits), value bits x; lanes outside `valid` skipped.
-ATOLL_AVX512 inline void fold_sixteen(__m512i i, __m512i x, __mmask16 valid, __m512i& acc,
-                                      std::uint64_t& count) {
-  const __mmask16 nz = _mm512_mask_test_epi32_mask(valid, x, _mm512_set1_epi32(0x7FFFFFFF));
-  const __m512i a = _mm512_maskz_xor_epi32(nz, i, x);  // 0 where skipped: a zero term
-  const __m512i b = _mm512_or_si512(i, _mm512_set1_epi32(1));
-  // (maskz forms: the unmasked ones read an "undefined" vector GCC 12 warns about)
-  acc = _mm512_add_epi64(acc, _mm512_maskz_mul_epu32(0xFF, a, b));
-  acc = _mm512_add_epi64(acc, _mm512_maskz_mul_epu32(0xFF, _mm512_maskz_srli_epi64(0xFF, a, 32),
-                                                     _mm512_maskz_srli_epi64(0xFF, b, 32)));
-  count += static_cast<std::uint64_t>(__builtin_popcount(nz));
-}
+using zen_wide::fold_sixteen;
 
 ATOLL_AVX512 EntryFold fold_entries_wide(const std::uint32_t* idx, const float* val,
                                          std::size_t n) {

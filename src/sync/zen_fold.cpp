@@ -49,19 +49,11 @@ EntryFold fold_bitmap_portable(std::uint32_t j, const View& v,
 
 #if ATOLL_HAVE_AVX512_KERNELS
 // Sixteen of a word's entries: bit positions p (bytes) from base, values x; lanes outside valid
-// skipped (as entry_fold.cpp's, with the indices made here).
+// skipped (zen_wide::fold_sixteen, with the indices made here).
 ATOLL_AVX512 inline void fold_round(__m512i base, __m128i p, const std::uint8_t* vals,
                                     __mmask16 valid, __m512i& acc, std::uint64_t& count) {
   const __m512i i = _mm512_add_epi32(base, _mm512_maskz_cvtepu8_epi32(0xFFFF, p));
-  const __m512i x = _mm512_maskz_loadu_epi32(valid, vals);
-  const __mmask16 nz = _mm512_mask_test_epi32_mask(valid, x, _mm512_set1_epi32(0x7FFFFFFF));
-  const __m512i a = _mm512_maskz_xor_epi32(nz, i, x);
-  const __m512i b = _mm512_or_si512(i, _mm512_set1_epi32(1));
-  // (maskz forms: the unmasked ones read an "undefined" vector GCC 12 warns about)
-  acc = _mm512_add_epi64(acc, _mm512_maskz_mul_epu32(0xFF, a, b));
-  acc = _mm512_add_epi64(acc, _mm512_maskz_mul_epu32(0xFF, _mm512_maskz_srli_epi64(0xFF, a, 32),
-                                                     _mm512_maskz_srli_epi64(0xFF, b, 32)));
-  count += static_cast<std::uint64_t>(__builtin_popcount(nz));
+  zen_wide::fold_sixteen(i, _mm512_maskz_loadu_epi32(valid, vals), valid, acc, count);
 }
 
 inline __mmask16 lanes_left(std::uint64_t count, unsigned round) {
