@@ -11,9 +11,36 @@
 #include <optional>
 
 #include "atoll/comm/charged_work.h"
+#include "zen_blocks.h"
 #include "zen_fold.h"
 
 namespace atl::sync {
+namespace {
+
+// Beside a server's pull coding in its counts: it folds in place (fold_order below).
+constexpr std::uint64_t kFoldsInPlace = std::uint64_t{1} << 8;
+
+// What reading a chunk in place costs, relative (bench sync --consume on this kind of host: a
+// sparse bitmap word about 4 ns with its few values, a value of a dense one about 0.5 ns, a COO
+// entry about 1 ns). Every rank computes it from the same allgathered counts.
+double fold_cost(std::uint8_t format, std::size_t slots, std::uint64_t nnz) {
+  if (format == zen_blocks::kBitmap)
+    return 4.0 * static_cast<double>(slots / kZenGranule) + 0.5 * static_cast<double>(nnz);
+  return 1.0 * static_cast<double>(nnz);
+}
+
+// The order chunks are pulled in when folded in place: by decreasing cost of reading, so that
+// each read overlaps the next chunk's transfer and the read that nothing overlaps, the last,
+// is the cheapest (under Zipf the sparse tail of the index range reads slowest per byte).
+std::vector<std::uint32_t> fold_order(std::span<const double> cost) {
+  std::vector<std::uint32_t> order(cost.size());
+  for (std::uint32_t p = 0; p < order.size(); ++p) order[p] = p;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return cost[a] > cost[b]; });
+  return order;
+}
+
+}  // namespace
 
 template <class Index>
 void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& groups,
@@ -28,9 +55,11 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   const double pull_start = comm.wtime();
   const auto traffic_start = comm.traffic();
   double decode_s = 0, encode_s = 0;
-  // Each server's counts, then its pull coding (receivers size blocks with the sender's).
+  // Each server's counts, then its pull coding (receivers size blocks with the sender's) and
+  // whether it folds in place (the chunks' order depends on it: every rank must agree).
+  const bool fold = setup.fold_in_place;
   std::vector<std::uint64_t> mine(sums.bucket_nnz);
-  mine.push_back(static_cast<std::uint64_t>(setup.coding));
+  mine.push_back(static_cast<std::uint64_t>(setup.coding) | (fold ? kFoldsInPlace : 0));
   // Sent to every rank at once where ranks are few (one latency across a WAN, not log2 n).
   const auto reported = comm.allgather_each_direct<std::uint64_t>(mine);
   // The pull's bookkeeping (chunk bounds, block sizes, the result's buffers): charged as "plan"
@@ -41,13 +70,18 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   for (std::uint32_t j = 0; j < n; ++j)
     std::copy_n(reported.begin() + j * (H + 1), H, bucket_nnz.begin() + j * H);
   for (std::uint32_t j = 0; j < n; ++j) {
-    if (reported[j * (H + 1) + H] >= kPullCodings) {
-      throw MalformedMessage(
-          fmt::format("zen: server {} announced pull coding {}", j, reported[j * (H + 1) + H]));
+    const std::uint64_t said = reported[j * (H + 1) + H];
+    if ((said & ~kFoldsInPlace) >= kPullCodings)
+      throw MalformedMessage(fmt::format("zen: server {} announced pull coding {}", j, said));
+    if (((said & kFoldsInPlace) != 0) != fold) {  // seen by every rank alike
+      throw comm::CollectiveError(fmt::format(
+          "zen: rank {} folds its pull in place and rank {} does not "
+          "(SchemeOptions::fold_in_place, bench sync --consume, must be the same on every rank)",
+          fold ? rank : j, fold ? j : rank));
     }
   }
   auto sender_coding = [&](std::uint32_t j) {
-    return static_cast<PullCoding>(reported[j * (H + 1) + H]);
+    return static_cast<PullCoding>(reported[j * (H + 1) + H] & ~kFoldsInPlace);
   };
   const auto bounds = zen_balanced_chunks(setup.layout, buckets, bucket_nnz, max_chunks, min_block);
   const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
@@ -55,6 +89,7 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
   std::vector<std::size_t> slot_begin(chunks + 1);  // this server's slots per chunk
   std::vector<std::uint64_t> my_nnz(chunks, 0);     // and its non-zeros per chunk
+  std::vector<double> read_cost(chunks, 0.0);       // fold_cost of each chunk's blocks
   std::uint64_t total = 0;
   {
     std::size_t b = 0;
@@ -68,6 +103,8 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
                                    setup.layout.granules_before(j, bounds[p])) *
                                   kZenGranule;
         counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_coding(j));
+        read_cost[p] += fold_cost(zen_pull_format(slots, nnz[j], sizeof(Index), sender_coding(j)),
+                                  slots, nnz[j]);
         chunk_begin[p + 1] += counts[p][j];
         if (j == rank) my_nnz[p] = nnz[j];
         total += nnz[j];
@@ -125,7 +162,6 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   out.dense_form = false;
   out.sparse.elements = M;
   out.folded.reset();
-  const bool fold = setup.fold_in_place;
   out.sparse.indices.resize(fold ? 0 : total + kZenDecodeSlack);
   out.sparse.values.resize(fold ? 0 : total + kZenDecodeSlack);
   EntryFold folded;
@@ -136,15 +172,22 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   plan->set_size(static_cast<double>(total), 8.0 * static_cast<double>(reported.size()));
   plan.reset();
   // Chunk p + 1 is encoded while chunk p is on the wire, and posted as soon as p has arrived.
-  encode(0);
-  post(0);
-  for (std::uint32_t p = 0; p < chunks; ++p) {
-    if (p + 1 < chunks) encode(p + 1);
+  // Folded in place, chunks go in fold_order; decoded, in index order (the result is sorted).
+  std::vector<std::uint32_t> order(chunks);
+  for (std::uint32_t p = 0; p < chunks; ++p) order[p] = p;
+  if (fold) order = fold_order(read_cost);
+  encode(order[0]);
+  post(order[0]);
+  for (std::uint32_t s = 0; s < chunks; ++s) {
+    const std::uint32_t p = order[s];
+    const bool more = s + 1 < chunks;
+    const std::uint32_t next = more ? order[s + 1] : p;
+    if (more) encode(next);
     groups.wait_pull(comm, requests[p]);
-    if (p + 1 < chunks) post(p + 1);
+    if (more) post(next);
     if (failure) continue;
-    const std::function<void()> progress_next = [&, p] {
-      if (p + 1 < chunks) groups.progress_pull(comm, requests[p + 1]);
+    const std::function<void()> progress_next = [&, more, next] {
+      if (more) groups.progress_pull(comm, requests[next]);
     };
     const double t0 = comm.wtime();
     if (fold) {  // measured, as every consumer's read is (bench sync --consume)

@@ -470,10 +470,29 @@ TEST(GoldenZenFoldInPlace, EqualsTheFoldOfTheFullResult) {
   sync::SchemeOptions complement = fold;
   complement.zen_force_elias_fano_complement = true;
   run_all_cases<std::uint32_t>("zen", complement);
+  sync::SchemeOptions chunked = fold;
+  chunked.zen_pull_min_block = 0;  // eight chunks where buckets allow: pulled in fold order
+  run_all_cases<std::uint32_t>("zen", chunked);
+  run_all_cases<std::uint64_t>("zen", chunked);
   sync::SchemeOptions one = fold;
   one.zen_pull_min_block = std::uint64_t{1} << 40;  // every pull fits "one chunk": no counts
   run_all_cases<std::uint32_t>("zen", one);
   run_all_cases<std::uint64_t>("zen_coo", one);
+}
+
+// Folded in place on rank 0 only: the chunks' order differs with it, so the counted pull refuses
+// the call on every rank, naming the option.
+TEST(GoldenZenFoldInPlace, OnSomeRanksOnlyIsRefusedOnEveryRank) {
+  Communicator& comm = *g_comm;
+  if (comm.size() == 1) GTEST_SKIP() << "needs two ranks";
+  sync::SchemeOptions options;
+  options.zen_pull_min_block = 0;
+  options.fold_in_place = comm.rank() == 0;
+  auto scheme = sync::make_scheme("zen", options);
+  const auto grad = zipf_case<std::uint32_t>(100000, 0.05, sparse::ValueKind::integer, 7)(
+      comm.rank(), comm.size());
+  sync::SyncResult<std::uint32_t> out;
+  expect_refused([&] { scheme->synchronize(comm, grad, out); }, "fold_in_place");
 }
 
 // Zen with worker threads (aggregation and decode split into ranges) and with one, whatever the

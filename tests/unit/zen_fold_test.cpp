@@ -117,8 +117,12 @@ void expect_agreement(const HashLayout& layout, const Blocks& b, const std::stri
   }
 }
 
-TEST(ZenPullFold, AgreesWithTheDecoderOnEveryBitFlip) {
-  const std::uint64_t M = 4000 + 37;  // the last granule partial
+// M: the last granule partial, in an even and an odd number of granules (the wide COO fold reads
+// the owner table in pairs).
+class ZenPullFoldFlips : public ::testing::TestWithParam<std::uint64_t> {};
+
+TEST_P(ZenPullFoldFlips, AgreesWithTheDecoderOnEveryBitFlip) {
+  const std::uint64_t M = GetParam();
   const HashLayout layout(M, 3, 9);
   std::mt19937 rng(3);
   std::vector<std::vector<E32>> per_server(3);
@@ -154,6 +158,8 @@ TEST(ZenPullFold, AgreesWithTheDecoderOnEveryBitFlip) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Sizes, ZenPullFoldFlips, ::testing::Values(4000 + 37, 2990));
+
 // A COO index past M inside the last granule (M = 4037: granule 63 covers 4032..4095) is refused
 // by the decoder and by the fold alike, naming the server (the decoder accepted it before).
 TEST(ZenPullFold, CooIndexPastMInTheLastGranuleIsRefused) {
@@ -177,6 +183,36 @@ TEST(ZenPullFold, CooIndexPastMInTheLastGranuleIsRefused) {
       else
         zen_decode_pull<std::uint32_t>(layout, b.all, b.counts, out);
       ADD_FAILURE() << (fold ? "fold" : "decode") << " accepted index M";
+    } catch (const MalformedMessage& e) {
+      EXPECT_NE(std::string(e.what()).find(server), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The same past the end in a block of 32 entries, where the wide fold reads sixteen at a time:
+// the last index moved to M (its granule still the server's) or far past the owner table.
+TEST(ZenPullFold, CooIndexPastMInAFullVectorIsRefused) {
+  const std::uint64_t M = 4037;
+  const HashLayout layout(M, 3, 9);
+  const std::uint32_t j = layout.owner_table()[63];
+  std::vector<E32> mine;
+  for (std::uint32_t x = 0; x < M; ++x)
+    if (layout.owner_table()[x / 64] == j) mine.push_back({x, 1.0f + static_cast<float>(x % 5)});
+  ASSERT_GE(mine.size(), 32u);
+  std::vector<std::vector<E32>> per_server(3);
+  per_server[j].assign(mine.end() - 32, mine.end());
+  const std::vector<PullCoding> coo(3, PullCoding::coo);
+  const Blocks clean = encode(layout, per_server, coo);
+  std::size_t at = 0;
+  for (std::uint32_t k = 0; k < j; ++k) at += clean.counts[k];
+  const std::string server = "server " + std::to_string(j);
+  EXPECT_NO_THROW((void)zen_fold_pull_chunk<std::uint32_t>(layout, 0, 64, clean.all, clean.counts));
+  for (const std::uint32_t past : {static_cast<std::uint32_t>(M), 0x7FFFFFF0u}) {
+    Blocks b = clean;
+    std::memcpy(b.all.data() + at + 9 + 31 * 4, &past, 4);
+    try {
+      (void)zen_fold_pull_chunk<std::uint32_t>(layout, 0, 64, b.all, b.counts);
+      ADD_FAILURE() << "fold accepted index " << past;
     } catch (const MalformedMessage& e) {
       EXPECT_NE(std::string(e.what()).find(server), std::string::npos) << e.what();
     }
