@@ -305,6 +305,57 @@ void join_range_runs(float* buf, std::span<const std::uint64_t> nnz_before, std:
   }
 }
 
+// The sparse form's sums (few entries for many slots, checked by the caller): the entries sorted
+// by index (slot order is index order within a server) with a stable LSD radix sort of 12-bit
+// digits (two passes up to M = 2^24) in place of std::stable_sort, so that equal indices keep the
+// senders' order, the order the buffer path adds in; then each index's run summed in that order.
+// Keyed by index, not slot: no table lookup per entry (under SMPI, where the layout's tables come
+// from memory, keying by slot measured 0.49 ms a call at 0.1%, 16 ranks, against 0.41).
+// `received` (not empty) is reordered; `scratch` is the sort's other buffer; the sums are
+// appended to out_idx and out_val.
+template <class Index>
+void sum_few(const HashLayout& layout, std::vector<sparse::Entry<Index>>& received,
+             std::vector<sparse::Entry<Index>>& scratch, std::vector<Index>& out_idx,
+             std::vector<float>& out_val) {
+  constexpr unsigned kDigitBits = 12;
+  constexpr std::size_t kDigits = std::size_t{1} << kDigitBits;
+  const std::uint64_t M = layout.elements();
+  const auto bits = static_cast<unsigned>(std::bit_width(M > 0 ? M - 1 : 0));
+  const unsigned passes = (bits + kDigitBits - 1) / kDigitBits;
+  std::vector<std::size_t> hist(std::size_t{passes} * kDigits, 0);
+  for (const auto& e : received) {
+    const auto x = static_cast<std::uint64_t>(e.index);
+    for (unsigned p = 0; p < passes; ++p)
+      ++hist[p * kDigits + ((x >> (p * kDigitBits)) & (kDigits - 1))];
+  }
+  scratch.resize(received.size());
+  sparse::Entry<Index>* from = received.data();
+  sparse::Entry<Index>* to = scratch.data();
+  for (unsigned p = 0; p < passes; ++p) {
+    std::size_t* h = hist.data() + p * kDigits;
+    if (h[(static_cast<std::uint64_t>(from[0].index) >> (p * kDigitBits)) & (kDigits - 1)] ==
+        received.size())
+      continue;  // every entry has this digit: the order stands
+    std::size_t at = 0;
+    for (std::size_t d = 0; d < kDigits; ++d) at += std::exchange(h[d], at);
+    for (std::size_t k = 0; k < received.size(); ++k) {
+      const auto d =
+          (static_cast<std::uint64_t>(from[k].index) >> (p * kDigitBits)) & (kDigits - 1);
+      to[h[d]++] = from[k];
+    }
+    std::swap(from, to);
+  }
+  for (std::size_t k = 0; k < received.size();) {
+    const Index x = from[k].index;
+    float sum = 0.0f;
+    for (; k < received.size() && from[k].index == x; ++k) sum += from[k].value;
+    if (sum != 0.0f) {
+      out_idx.push_back(x);
+      out_val.push_back(sum);
+    }
+  }
+}
+
 }  // namespace
 
 template <class Index>
@@ -336,10 +387,9 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   } else {
     // Few entries for many slots: sort them instead of scanning the slots. Slot order is index
     // order (granules are sorted).
-    aggregate_owned<Index>(
-        received, slots, [&](Index x) { return layout.slot(x); },
-        [&](std::size_t s) { return static_cast<Index>(layout.index_of(server, s)); }, sums.idx,
-        sums.val);
+    sums.idx.clear();
+    sums.val.clear();
+    if (!received.empty()) sum_few<Index>(layout, received, sums.sorted, sums.idx, sums.val);
     std::fill(sums.words.begin(), sums.words.end(), 0);
     for (auto x : sums.idx) {
       const auto s = layout.slot(x);

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <exception>
 #include <functional>
+#include <map>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -418,6 +421,66 @@ TEST(ZenPull, AggregateInPartsEqualsOnePart) {
 // On a network, a block is at least its share of the bandwidth-delay product: a rank receives
 // servers - 1 blocks per chunk, each chunk a latency, so no chunk pays more in latency than in
 // transfer. A cluster's product is below the configured block; 0 (the most chunks) stays 0.
+// The sparse form (fewer entries than a sixteenth of the slots: a sort instead of the slot
+// buffer), at M that take one, two and three passes of its radix sort (12 bits of index a
+// pass): every index's sum equals the senders' values added in sender order, bit for bit
+// (the order the buffer path adds in), with index 0 and M - 1, sums of exactly zero dropped.
+TEST(ZenPull, SparseAggregateSumsInSenderOrder) {
+  for (const std::uint64_t M :
+       {std::uint64_t{1000}, std::uint64_t{1} << 20, (std::uint64_t{1} << 24) + 37}) {
+    const std::uint32_t servers = 2, senders = 5;
+    const HashLayout layout(M, servers, 11);
+    const std::uint32_t server = layout.owner_table()[0];
+    std::mt19937_64 rng(M);
+    std::normal_distribution<float> value(0.0f, 1.0f);
+    // Indices this server owns: a few hot ones every sender has, and scattered ones.
+    std::vector<std::uint64_t> mine;
+    for (std::uint64_t x = 0; x < M; x += 1 + rng() % 997)
+      if (layout.owner_table()[x / 64] == server) mine.push_back(x);
+    if (layout.owner_table()[(M - 1) / 64] == server) mine.push_back(M - 1);
+    std::vector<sparse::Entry<std::uint32_t>> received;
+    std::vector<std::size_t> counts;
+    std::map<std::uint64_t, float> want;  // sender by sender, as the buffer path adds
+    for (std::uint32_t r = 0; r < senders; ++r) {
+      std::size_t c = 0;
+      for (std::size_t k = 0; k < mine.size(); ++k) {
+        if (k >= 3 && k + 1 < mine.size() && rng() % 3 != 0) continue;
+        float v = value(rng);
+        if (k == 1) v = r % 2 == 0 ? 1.5f : -1.5f;  // senders 0..3 cancel; sender 4 does not
+        if (k == 2 && r == senders - 1) v = -want[mine[2]];  // cancels to exactly zero
+        received.push_back({static_cast<std::uint32_t>(mine[k]), v});
+        want[mine[k]] += v;
+        ++c;
+      }
+      counts.push_back(c);
+    }
+    ASSERT_LT(received.size() * 16, layout.slot_count(server)) << "the sparse form";
+    const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
+    for (const bool with_counts : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "M " << M << (with_counts ? ", counts" : ""));
+      auto copy = received;
+      ZenServerSums<std::uint32_t> sums;
+      zen_aggregate(
+          layout, server, copy, buckets, sums,
+          with_counts ? std::span<const std::size_t>(counts) : std::span<const std::size_t>{});
+      ASSERT_TRUE(sums.sparse);
+      std::vector<std::uint32_t> idx;
+      std::vector<float> val;
+      for (const auto& [x, v] : want) {
+        if (v == 0.0f) continue;
+        idx.push_back(static_cast<std::uint32_t>(x));
+        val.push_back(v);
+      }
+      EXPECT_EQ(sums.idx, idx);
+      ASSERT_EQ(sums.val.size(), val.size());
+      for (std::size_t k = 0; k < val.size(); ++k)
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(sums.val[k]), std::bit_cast<std::uint32_t>(val[k]))
+            << "index " << idx[k];
+      EXPECT_EQ(sums.nnz_before.back(), idx.size());
+    }
+  }
+}
+
 TEST(ZenPull, MinBlockFromTheBandwidthDelayProduct) {
   EXPECT_EQ(zen_pull_min_block(32768, 4e-6, 25e9 / 8, 16), 32768u);    // 25 Gbit/s, 4 us: 833 B
   EXPECT_EQ(zen_pull_min_block(32768, 0.1, 125e6, 8), 12500000u / 7);  // WAN: 1 Gbit/s, 100 ms

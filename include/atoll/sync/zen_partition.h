@@ -207,9 +207,10 @@ struct ZenServerSums {
   std::vector<float> buffer;
   std::vector<Index> idx;  // non-zero sums in slot order, when sparse
   std::vector<float> val;
-  std::vector<std::uint64_t> words;       // non-zero bitmap over the server's slots
-  std::vector<std::uint64_t> nnz_before;  // non-zeros in words [0, w), words + 1 entries
-  std::vector<std::uint64_t> bucket_nnz;  // non-zeros per bucket of bucket_bounds
+  std::vector<sparse::Entry<Index>> sorted;  // when sparse: scratch of the entries' sort
+  std::vector<std::uint64_t> words;          // non-zero bitmap over the server's slots
+  std::vector<std::uint64_t> nnz_before;     // non-zeros in words [0, w), words + 1 entries
+  std::vector<std::uint64_t> bucket_nnz;     // non-zeros per bucket of bucket_bounds
 
   // The non-zero sums in slot order (either form).
   std::span<const float> nonzero_values() const {
@@ -234,7 +235,8 @@ void zen_check_push(const HashLayout& layout, std::uint32_t server,
 // (MalformedMessage naming the sender; no entry outside this server's slots is ever added; after
 // it, `sums` holds nothing usable), so the push is read once. Counts that do not add up to the
 // entries: std::invalid_argument. Without counts (empty), the caller has checked the entries.
-// The non-zero sums end up in slot order at the buffer's start (nonzero_values()).
+// The non-zero sums end up in slot order at the buffer's start (nonzero_values()). In the sparse
+// form (fewer entries than a sixteenth of the slots) `received` is sorted by index in place.
 // With parts > 1, the slot buffer's form is built by `parts` tasks of `parallel` (empty: one after
 // another), each over one range of the slots (zeroing, adding the entries of its range in the
 // order received, then the bitmap words and the compaction): the sums are the same for every
