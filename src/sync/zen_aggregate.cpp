@@ -39,17 +39,16 @@ std::uint64_t nonzero_mask64(const float* v) {
   return word;
 }
 
-// Words [w0, w1) of the slot buffer `buf`: out[w] = nonzero_mask64 of slots [64 w, 64 w + 64),
-// and the non-zero sums moved, in slot order, to the start of the range (buf + 64 w0), in one
-// pass. In place: no value moves up. The AVX-512 form stores 16 floats per chunk of 16 slots; the
-// store of word w's chunk q starts at most 64 (w - w0) + 16 q values into the range (one per slot
-// read before), so it ends at most where chunk q + 1 begins, which is read after it.
+// The `words` words of slots at `buf`: out[w] = nonzero_mask64 of slots [64 w, 64 w + 64), and
+// the non-zero sums moved, in slot order, to buf, in one pass; returns how many. In place: no
+// value moves up. The AVX-512 form stores 16 floats per chunk of 16 slots; the store of word w's
+// chunk q starts at most 64 w + 16 q values into the range (one per slot read before), so it ends
+// at most where chunk q + 1 begins, which is read after it.
 #if ATOLL_HAVE_AVX512_KERNELS
-ATOLL_AVX512 void nonzero_compact_wide(float* buf, std::size_t w0, std::size_t w1,
-                                       std::uint64_t* out) {
+ATOLL_AVX512 std::size_t nonzero_compact_wide(float* buf, std::size_t words, std::uint64_t* out) {
   const __m512 zero = _mm512_setzero_ps();
-  float* to = buf + w0 * kZenGranule;
-  for (std::size_t w = w0; w < w1; ++w) {
+  float* to = buf;
+  for (std::size_t w = 0; w < words; ++w) {
     const float* v = buf + w * kZenGranule;
     std::uint64_t word = 0;
     for (int q = 0; q < 4; ++q) {
@@ -61,24 +60,28 @@ ATOLL_AVX512 void nonzero_compact_wide(float* buf, std::size_t w0, std::size_t w
     }
     out[w] = word;
   }
+  return static_cast<std::size_t>(to - buf);
 }
 #endif
 
-void nonzero_compact(float* buf, std::size_t w0, std::size_t w1, std::uint64_t* out) {
+std::size_t nonzero_compact(float* buf, std::size_t words, std::uint64_t* out) {
 #if ATOLL_HAVE_AVX512_KERNELS
-  if (util::avx512_kernels()) return nonzero_compact_wide(buf, w0, w1, out);
+  if (util::avx512_kernels()) return nonzero_compact_wide(buf, words, out);
 #endif
-  float* to = buf + w0 * kZenGranule;
-  for (std::size_t w = w0; w < w1; ++w) {
+  float* to = buf;
+  for (std::size_t w = 0; w < words; ++w) {
     out[w] = nonzero_mask64(buf + w * kZenGranule);
     for (std::uint64_t word = out[w]; word; word &= word - 1)
       *to++ = buf[w * kZenGranule + static_cast<std::size_t>(std::countr_zero(word))];
   }
+  return static_cast<std::size_t>(to - buf);
 }
 
 // zen_aggregate's range of slots: 1024 words, 256 KiB of sums, held in a core's L2 cache while the
 // senders' entries of the range are added (the whole buffer, ≈ 4 MB at M = 2^24 and 16 servers,
-// is not).
+// is not). Each task builds its ranges in one scratch range of its own, reused (zeroed, added
+// to, compacted there), and copies out only the non-zero sums: the slot buffer's 4 MB, which
+// under SMPI's 16 ranks in turn come from memory, are never zeroed nor read.
 constexpr std::size_t kAggregateRangeWords = 1024;
 
 // Where one task's walk of every sender's block began and ended (entry positions in `received`),
@@ -89,9 +92,10 @@ struct SenderWalks {
 };
 
 // One task of zen_aggregate with the senders' counts: the slots [w0, w1) in ranges of
-// kAggregateRangeWords, every range zeroed, every sender's entries of the range added (in the
-// order received), then its bitmap words. The push is checked on the way, so its entries are read
-// once: each sender's walk starts at its first entry not below the task's first index (binary
+// kAggregateRangeWords built in `scratch` (that many words of slots), every range zeroed, every
+// sender's entries of the range added (in the order received), then its bitmap words and its
+// non-zero sums, appended from buf + 64 w0 on. The push is checked on the way, so its entries are
+// read once: each sender's walk starts at its first entry not below the task's first index (binary
 // search, trusted only once the walks chain, see walks_chain) and takes, range by range, the
 // entries below the range's end; each must be above the sender's previous one (and not below the
 // task's first index) and sit in a slot of the range that holds its index, that is in one of this
@@ -100,8 +104,8 @@ template <class Index>
 bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
                         std::span<const sparse::Entry<Index>> received,
                         std::span<const std::size_t> block_begin, std::size_t w0, std::size_t w1,
-                        float* buf, std::uint64_t* words_out, std::size_t* walk_begin,
-                        std::size_t* walk_end) {
+                        float* buf, float* scratch, std::uint64_t* words_out,
+                        std::size_t* walk_begin, std::size_t* walk_end) {
   constexpr std::uint64_t G = kZenGranule;
   const std::size_t senders = block_begin.size() - 1;
   const std::span<const std::uint64_t> mine = layout.granules(server);  // sorted
@@ -125,10 +129,11 @@ bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
     }
     cursor[j] = walk_begin[j] = lo;
   }
+  float* to = buf + w0 * G;
   for (std::size_t r0 = w0; r0 < w1; r0 += kAggregateRangeWords) {
     const std::size_t r1 = std::min(w1, r0 + kAggregateRangeWords);
     const std::uint64_t hi = first_index(r1);  // <= M
-    std::fill(buf + r0 * G, buf + r1 * G, 0.0f);
+    std::fill(scratch, scratch + (r1 - r0) * G, 0.0f);
     for (std::size_t j = 0; j < senders; ++j) {
       std::size_t k = cursor[j];
       std::uint64_t least = floor[j];
@@ -137,13 +142,15 @@ bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
         if (x >= hi) break;
         const std::size_t s = layout.slot(x);  // x < M: a granule of the layout
         if (x < least || s < r0 * G || s >= r1 * G || mine[s / G] != x / G) return false;
-        buf[s] += e[k].value;
+        scratch[s - r0 * G] += e[k].value;
         least = x + 1;
       }
       cursor[j] = k;
       floor[j] = least;
     }
-    nonzero_compact(buf, r0, r1, words_out);
+    const std::size_t n = nonzero_compact(scratch, r1 - r0, words_out + r0);
+    if (n > 0) std::memcpy(to, scratch, n * sizeof(float));
+    to += n;
   }
   std::copy(cursor.begin(), cursor.end(), walk_end);
   return true;
@@ -223,8 +230,8 @@ std::size_t aggregate_tasks(unsigned parts, std::size_t words) {
 
 // zen_aggregate's slot-buffer form: compact buffer over this server's slots (≈ M/n floats), built
 // by tasks over consecutive words (slot order is index order). Per slot the entries are added in
-// the order received, for any tasks and ranges. Each range's non-zero sums are then moved to its
-// start while it is in cache (join_range_runs makes them follow each other: the encoder copies
+// the order received, for any tasks and ranges. Each task's non-zero sums end up in slot order
+// from its first slot on (join_task_runs makes the tasks' follow each other: the encoder copies
 // them).
 template <class Index>
 void build_slot_sums(const HashLayout& layout, std::uint32_t server,
@@ -236,6 +243,7 @@ void build_slot_sums(const HashLayout& layout, std::uint32_t server,
   sums.buffer.resize(slots);
   float* buf = sums.buffer.data();
   const std::size_t tasks = aggregate_tasks(parts, words);
+  if (!counts.empty()) sums.range_scratch.resize(tasks * kAggregateRangeWords * kZenGranule);
   const auto task_words = [&](std::size_t t) {
     return std::pair{words * t / tasks, words * (t + 1) / tasks};
   };
@@ -253,7 +261,7 @@ void build_slot_sums(const HashLayout& layout, std::uint32_t server,
         const auto x = static_cast<std::uint64_t>(e.index);
         if (x >= lo && x < hi) buf[layout.slot(x)] += e.value;
       }
-      nonzero_compact(buf, w0, w1, sums.words.data());
+      nonzero_compact(buf + w0 * kZenGranule, w1 - w0, sums.words.data() + w0);
     };
   } else {
     // With them: ranges of the slots that stay in cache while every sender adds to them, the
@@ -266,8 +274,9 @@ void build_slot_sums(const HashLayout& layout, std::uint32_t server,
     task = [&](std::size_t t) {
       const auto [w0, w1] = task_words(t);
       const std::size_t at = t * counts.size();
+      float* scratch = sums.range_scratch.data() + t * kAggregateRangeWords * kZenGranule;
       walks.bad[t] = !add_checked_ranges<Index>(layout, server, received, block_begin, w0, w1, buf,
-                                                sums.words.data(), walks.begin.data() + at,
+                                                scratch, sums.words.data(), walks.begin.data() + at,
                                                 walks.end.data() + at);
     };
   }
@@ -286,22 +295,17 @@ void build_slot_sums(const HashLayout& layout, std::uint32_t server,
   }
 }
 
-// Each range of the slot buffer holds its non-zero sums at its start (build_slot_sums): moved
-// down, in order, to follow each other (a run never reaches the next range's, which starts at
-// least where this one's values end). Ranges: kAggregateRangeWords within each task, or the
-// task's words without the senders' counts.
-void join_range_runs(float* buf, std::span<const std::uint64_t> nnz_before, std::size_t words,
-                     unsigned parts, bool one_range_per_task) {
+// Each task's non-zero sums start at its first slot (build_slot_sums): moved down, in order, to
+// follow each other (a task's run never reaches the next task's, which starts at least where
+// this one's values end).
+void join_task_runs(float* buf, std::span<const std::uint64_t> nnz_before, std::size_t words,
+                    unsigned parts) {
   const std::size_t tasks = aggregate_tasks(parts, words);
-  const std::size_t step = one_range_per_task ? words : kAggregateRangeWords;
   for (std::size_t t = 0; t < tasks; ++t) {
     const std::size_t w0 = words * t / tasks, w1 = words * (t + 1) / tasks;
-    for (std::size_t r0 = w0; r0 < w1; r0 += step) {
-      const std::size_t r1 = std::min(w1, r0 + step);
-      const std::uint64_t n = nnz_before[r1] - nnz_before[r0];
-      if (n > 0 && nnz_before[r0] != r0 * kZenGranule)
-        std::memmove(buf + nnz_before[r0], buf + r0 * kZenGranule, n * sizeof(float));
-    }
+    const std::uint64_t n = nnz_before[w1] - nnz_before[w0];
+    if (n > 0 && nnz_before[w0] != w0 * kZenGranule)
+      std::memmove(buf + nnz_before[w0], buf + w0 * kZenGranule, n * sizeof(float));
   }
 }
 
@@ -402,7 +406,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
   for (std::size_t w = 0; w < words; ++w)
     sums.nnz_before[w + 1] =
         sums.nnz_before[w] + static_cast<std::uint64_t>(std::popcount(sums.words[w]));
-  if (dense) join_range_runs(sums.buffer.data(), sums.nnz_before, words, parts, counts.empty());
+  if (dense) join_task_runs(sums.buffer.data(), sums.nnz_before, words, parts);
   const std::size_t H = bucket_bounds.size() - 1;
   sums.bucket_nnz.resize(H);
   for (std::size_t b = 0; b < H; ++b) {

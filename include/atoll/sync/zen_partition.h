@@ -205,7 +205,8 @@ struct ZenServerSums {
   // When !sparse: one float per slot, where the sums are built; then its first nnz_before.back()
   // floats are the non-zero sums in slot order (the rest is scratch).
   std::vector<float> buffer;
-  std::vector<Index> idx;  // non-zero sums in slot order, when sparse
+  std::vector<float> range_scratch;  // when !sparse: each task's range of slots, built in cache
+  std::vector<Index> idx;            // non-zero sums in slot order, when sparse
   std::vector<float> val;
   std::vector<sparse::Entry<Index>> sorted;  // when sparse: scratch of the entries' sort
   std::vector<std::uint64_t> words;          // non-zero bitmap over the server's slots
