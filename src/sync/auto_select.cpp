@@ -28,6 +28,7 @@
 
 #include "atoll/comm/charged_work.h"
 #include "atoll/cost/cost_model.h"
+#include "atoll/sync/entry_fold.h"
 #include "atoll/sync/network_probe.h"
 #include "atoll/sync/zen_partition.h"
 #include "atoll/util/memory.h"
@@ -113,6 +114,7 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     const double t0 = comm.wtime();
     scheme.synchronize(comm, grad, out);
     if (out.stats.form_changed) return false;
+    consume_in_call(comm, out);
     state.local_time_s = comm.wtime() - t0;
     record_pick(out, state, pick);
     fast_ = fast;
@@ -173,10 +175,22 @@ class AutoScheme final : public SchemeBase<AutoScheme> {
     auto& scheme = instance(state, pick.scheme);
     if (checked) scheme.skip_next_input_check();
     scheme.synchronize(comm, grad, out);
+    consume_in_call(comm, out);
     state.local_time_s = comm.wtime() - t0;
     out.stats.phases.insert(out.stats.phases.begin(), profile_stats.phases.begin(),
                             profile_stats.phases.end());
     record_pick(out, state, pick);
+  }
+
+  // Asked to fold in place (SchemeOptions::fold_in_place), `auto` folds the result of a pick that
+  // does not (every scheme but Zen's element path) inside its own call: the time it measures of
+  // each candidate then runs to its consumer's read for every candidate alike (Zen's read is in
+  // its call), and the trials compare like with like.
+  template <class Index>
+  void consume_in_call(Communicator& comm, SyncResult<Index>& out) const {
+    if (!options_.fold_in_place || out.folded) return;
+    PhaseScope phase(comm, out.stats, "consume");
+    out.folded = fold_result(out);
   }
 
   template <class Index>

@@ -20,6 +20,13 @@ namespace {
 // Beside a server's pull coding in its counts: it folds in place (fold_order below).
 constexpr std::uint64_t kFoldsInPlace = std::uint64_t{1} << 8;
 
+// The coding a server's blocks take: Zen's bitmap_or_coo, folded in place, becomes
+// bitmap_or_coo_smaller (announced as bitmap_or_coo with kFoldsInPlace).
+PullCoding folded_coding(PullCoding announced, bool fold) {
+  return fold && announced == PullCoding::bitmap_or_coo ? PullCoding::bitmap_or_coo_smaller
+                                                        : announced;
+}
+
 // What reading a chunk in place costs, relative (bench sync --consume on this kind of host: a
 // sparse bitmap word about 4 ns with its few values, a value of a dense one about 0.5 ns, a COO
 // entry about 1 ns). Every rank computes it from the same allgathered counts.
@@ -81,7 +88,7 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
     }
   }
   auto sender_coding = [&](std::uint32_t j) {
-    return static_cast<PullCoding>(reported[j * (H + 1) + H] & ~kFoldsInPlace);
+    return folded_coding(static_cast<PullCoding>(reported[j * (H + 1) + H] & ~kFoldsInPlace), fold);
   };
   const auto bounds = zen_balanced_chunks(setup.layout, buckets, bucket_nnz, max_chunks, min_block);
   const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
@@ -134,9 +141,9 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
     std::optional<comm::ChargedWork> work(
         std::in_place, comm, setup.op_encode, static_cast<double>(my_nnz[p]),
         4.0 * static_cast<double>(slot_begin[p + 1] - slot_begin[p]));
-    const std::size_t bytes =
-        zen_encode_pull_chunk<Index>(setup.layout, rank, sums, slot_begin[p], slot_begin[p + 1],
-                                     setup.coding, buf.block, setup.threads, parallel);
+    const std::size_t bytes = zen_encode_pull_chunk<Index>(
+        setup.layout, rank, sums, slot_begin[p], slot_begin[p + 1],
+        folded_coding(setup.coding, fold), buf.block, setup.threads, parallel);
     if (bytes != counts[p][rank] || buf.block.data() != sent_from) {
       // An internal inconsistency after the other ranks have posted (a block of another size,
       // or a send buffer that moved under a chunk on the wire): failing alone would leave them
@@ -252,7 +259,8 @@ void zen_pull_one_exchange(Communicator& comm, const ZenPullSetup& setup,
     comm::ChargedWork work(comm, setup.op_encode, static_cast<double>(my_nnz),
                            4.0 * static_cast<double>(setup.layout.slot_count(rank)));
     zen_encode_pull_chunk<Index>(setup.layout, rank, sums, 0, setup.layout.slot_count(rank),
-                                 setup.coding, buf.block, setup.threads, parallel);
+                                 folded_coding(setup.coding, setup.fold_in_place), buf.block,
+                                 setup.threads, parallel);
   }
   const double encode_s = comm.wtime() - t_encode;
   std::size_t room = 0;

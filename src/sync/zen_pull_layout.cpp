@@ -39,6 +39,8 @@ std::uint8_t zen_pull_format(std::size_t slots, std::uint64_t nnz, std::size_t i
       return kCoo;
     case PullCoding::bitmap_or_coo:
       return coo * kZenCooKeyShare <= bitmap ? kCoo : kBitmap;
+    case PullCoding::bitmap_or_coo_smaller:
+      return coo <= bitmap ? kCoo : kBitmap;
     case PullCoding::smallest: {
       // Ties go to the format that decodes faster: bitmap, indices, then Elias-Fano.
       const std::size_t ef = format_key_bytes(kEliasFano, slots, nnz, index_bytes);

@@ -200,6 +200,14 @@ TEST(ZenPull, SmallestCodingPerDensity) {
   EXPECT_EQ(zen_pull_format(slots, slots / 128, 4, PullCoding::bitmap_or_coo), 0);  // 1/4
   EXPECT_EQ(zen_pull_format(slots, slots / 1000, 4, PullCoding::bitmap_or_coo), 0);
   EXPECT_EQ(zen_pull_format(slots, 0, 4, PullCoding::bitmap_or_coo), 0);
+  // bitmap_or_coo_smaller (zen folding in place): indices wherever they are not larger, 4-byte
+  // ones up to 1/32 density (a tie there takes indices), and 8-byte ones up to 1/64.
+  EXPECT_EQ(zen_pull_format(slots, slots / 64, 4, PullCoding::bitmap_or_coo_smaller), 0);
+  EXPECT_EQ(zen_pull_format(slots, slots / 32, 4, PullCoding::bitmap_or_coo_smaller), 0);
+  EXPECT_EQ(zen_pull_format(slots, slots / 16, 4, PullCoding::bitmap_or_coo_smaller), 1);
+  EXPECT_EQ(zen_pull_format(slots, slots / 32, 8, PullCoding::bitmap_or_coo_smaller), 1);
+  EXPECT_EQ(zen_pull_format(slots, 0, 4, PullCoding::bitmap_or_coo_smaller), 0);
+  EXPECT_EQ(zen_pull_format(slots, slots, 4, PullCoding::bitmap_or_coo_smaller), 1);
 }
 
 constexpr PullCoding kCodings[] = {PullCoding::coo, PullCoding::bitmap_or_coo, PullCoding::smallest,

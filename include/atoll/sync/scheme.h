@@ -165,7 +165,8 @@ struct SchemeOptions {
   // Zen's element path folds each pulled chunk's blocks where they arrived (entry_fold.h) instead
   // of decoding them into the sorted result: for a consumer that reads every non-zero once and
   // needs no sorted array (bench sync --consume). The result is then SyncResult::folded. Other
-  // schemes and Zen's row path ignore it.
+  // schemes and Zen's row path ignore it; `auto` folds its pick's result itself where the pick
+  // does not, inside its call (so its trials time every candidate to the consumer).
   bool fold_in_place = false;
   // Worker threads per rank for Zen's pull decode (comm::resolve_threads: 0 is the node's cores
   // shared by its ranks, 1 under SMPI).

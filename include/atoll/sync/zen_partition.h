@@ -179,8 +179,13 @@ enum class PullCoding : std::uint8_t {
                       // Elias-Fano of the empty slots
   elias_fano = 3,     // Elias-Fano in every block (SchemeOptions::zen_force_elias_fano: tests)
   elias_fano_complement = 4,  // Elias-Fano of the empty slots in every block (tests)
+  // zen folding its pull in place (SchemeOptions::fold_in_place): bitmap or indices, whichever is
+  // smaller. The reader that folds in place reads indices faster than a sparse bitmap (the
+  // decoder's reason for kZenCooKeyShare does not hold). Announced as bitmap_or_coo with the fold
+  // flag (zen_pull.cpp), so not among the kPullCodings a server announces.
+  bitmap_or_coo_smaller = 5,
 };
-inline constexpr std::uint8_t kPullCodings = 5;
+inline constexpr std::uint8_t kPullCodings = 5;  // the codings a server announces
 // Zen (bitmap_or_coo) codes a block's indices as a bitmap unless indices take at most a quarter
 // of the bitmap's bytes (density under 1/128 with 4-byte indices), not wherever they are smaller:
 // a bitmap block decodes several times faster per entry (one branch-free word per granule; COO
