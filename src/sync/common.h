@@ -20,6 +20,22 @@ std::vector<Entry<Index>> to_entries(std::span<const Index> idx, std::span<const
   return e;
 }
 
+// Entries sorted by index (equal indices adjacent, in the order they are to be added): each
+// index's values summed in that order, the non-zero sums appended to out_idx and out_val.
+template <class Index>
+void sum_sorted_runs(std::span<const Entry<Index>> sorted, std::vector<Index>& out_idx,
+                     std::vector<float>& out_val) {
+  for (std::size_t k = 0; k < sorted.size();) {
+    const Index x = sorted[k].index;
+    float sum = 0.0f;
+    for (; k < sorted.size() && sorted[k].index == x; ++k) sum += sorted[k].value;
+    if (sum != 0.0f) {
+      out_idx.push_back(x);
+      out_val.push_back(sum);
+    }
+  }
+}
+
 // Server-side aggregation (Zen, Sparse PS): sums the received entries of the indices this server
 // owns and returns the non-zero sums sorted by index. `slot(idx)` maps an owned index to
 // [0, slot_count) monotonically; `index_of(slot)` inverts it. Two exact strategies:
@@ -35,15 +51,7 @@ void aggregate_owned(std::vector<Entry<Index>>& received, std::size_t slot_count
     std::stable_sort(
         received.begin(), received.end(),
         [](const Entry<Index>& a, const Entry<Index>& b) { return a.index < b.index; });
-    for (std::size_t k = 0; k < received.size();) {
-      const Index x = received[k].index;
-      float sum = 0.0f;
-      for (; k < received.size() && received[k].index == x; ++k) sum += received[k].value;
-      if (sum != 0.0f) {
-        out_idx.push_back(x);
-        out_val.push_back(sum);
-      }
-    }
+    sum_sorted_runs<Index>(received, out_idx, out_val);
     return;
   }
   std::vector<float> buffer(slot_count, 0.0f);

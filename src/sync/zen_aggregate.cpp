@@ -349,15 +349,8 @@ void sum_few(const HashLayout& layout, std::vector<sparse::Entry<Index>>& receiv
     }
     std::swap(from, to);
   }
-  for (std::size_t k = 0; k < received.size();) {
-    const Index x = from[k].index;
-    float sum = 0.0f;
-    for (; k < received.size() && from[k].index == x; ++k) sum += from[k].value;
-    if (sum != 0.0f) {
-      out_idx.push_back(x);
-      out_val.push_back(sum);
-    }
-  }
+  sum_sorted_runs<Index>(std::span<const sparse::Entry<Index>>(from, received.size()), out_idx,
+                         out_val);
 }
 
 }  // namespace

@@ -110,8 +110,10 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
                                    setup.layout.granules_before(j, bounds[p])) *
                                   kZenGranule;
         counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_coding(j));
-        read_cost[p] += fold_cost(zen_pull_format(slots, nnz[j], sizeof(Index), sender_coding(j)),
-                                  slots, nnz[j]);
+        if (fold) {
+          read_cost[p] += fold_cost(zen_pull_format(slots, nnz[j], sizeof(Index), sender_coding(j)),
+                                    slots, nnz[j]);
+        }
         chunk_begin[p + 1] += counts[p][j];
         if (j == rank) my_nnz[p] = nnz[j];
         total += nnz[j];
