@@ -77,11 +77,53 @@ std::size_t nonzero_compact(float* buf, std::size_t words, std::uint64_t* out) {
   return static_cast<std::size_t>(to - buf);
 }
 
+// The `words` words of slots at `scratch`: out[w] = nonzero_mask64 of slots [64 w, 64 w + 64), the
+// non-zero sums copied, in slot order, to `to`, and every slot set back to zero, in one pass;
+// returns how many. The AVX-512 form stores 16 floats per chunk of 16 slots: up to 15 past the
+// values it copies, at most to where the chunk ends counted from `to` minus the values before.
+#if ATOLL_HAVE_AVX512_KERNELS
+ATOLL_AVX512 std::size_t nonzero_take_wide(float* scratch, std::size_t words, std::uint64_t* out,
+                                           float* to) {
+  const __m512 zero = _mm512_setzero_ps();
+  float* const first = to;
+  for (std::size_t w = 0; w < words; ++w) {
+    float* v = scratch + w * kZenGranule;
+    std::uint64_t word = 0;
+    for (int q = 0; q < 4; ++q) {
+      const __m512 x = _mm512_loadu_ps(v + 16 * q);
+      const auto m = _mm512_cmp_ps_mask(x, zero, _CMP_NEQ_UQ);  // as nonzero_mask64
+      _mm512_storeu_ps(to, _mm512_maskz_compress_ps(m, x));
+      _mm512_storeu_ps(v + 16 * q, zero);
+      to += __builtin_popcount(m);
+      word |= static_cast<std::uint64_t>(m) << (16 * q);
+    }
+    out[w] = word;
+  }
+  return static_cast<std::size_t>(to - first);
+}
+#endif
+
+std::size_t nonzero_take(float* scratch, std::size_t words, std::uint64_t* out, float* to) {
+#if ATOLL_HAVE_AVX512_KERNELS
+  if (util::avx512_kernels()) return nonzero_take_wide(scratch, words, out, to);
+#endif
+  float* const first = to;
+  for (std::size_t w = 0; w < words; ++w) {
+    float* v = scratch + w * kZenGranule;
+    out[w] = nonzero_mask64(v);
+    for (std::uint64_t word = out[w]; word; word &= word - 1)
+      *to++ = v[static_cast<std::size_t>(std::countr_zero(word))];
+    std::fill(v, v + kZenGranule, 0.0f);
+  }
+  return static_cast<std::size_t>(to - first);
+}
+
 // zen_aggregate's range of slots: 1024 words, 256 KiB of sums, held in a core's L2 cache while the
 // senders' entries of the range are added (the whole buffer, ≈ 4 MB at M = 2^24 and 16 servers,
-// is not). Each task builds its ranges in one scratch range of its own, reused (zeroed, added
-// to, compacted there), and copies out only the non-zero sums: the slot buffer's 4 MB, which
-// under SMPI's 16 ranks in turn come from memory, are never zeroed nor read.
+// is not). Each task builds its ranges in one scratch range of its own, reused (added to, then
+// its non-zero sums copied out and every slot set back to zero in the same pass: the scratch is
+// zero between ranges and between calls, so it is never filled before use), and the slot
+// buffer's 4 MB, which under SMPI's 16 ranks in turn come from memory, are never zeroed nor read.
 constexpr std::size_t kAggregateRangeWords = 1024;
 
 // Where one task's walk of every sender's block began and ended (entry positions in `received`),
@@ -92,14 +134,14 @@ struct SenderWalks {
 };
 
 // One task of zen_aggregate with the senders' counts: the slots [w0, w1) in ranges of
-// kAggregateRangeWords built in `scratch` (that many words of slots), every range zeroed, every
-// sender's entries of the range added (in the order received), then its bitmap words and its
-// non-zero sums, appended from buf + 64 w0 on. The push is checked on the way, so its entries are
-// read once: each sender's walk starts at its first entry not below the task's first index (binary
-// search, trusted only once the walks chain, see walks_chain) and takes, range by range, the
-// entries below the range's end; each must be above the sender's previous one (and not below the
-// task's first index) and sit in a slot of the range that holds its index, that is in one of this
-// server's granules; no other entry is added (false: the task stopped there).
+// kAggregateRangeWords built in `scratch` (that many words of slots, zero on entry and on return),
+// every sender's entries of the range added (in the order received), then its bitmap words and
+// its non-zero sums, appended from buf + 64 w0 on (nonzero_take). The push is checked on the way,
+// so its entries are read once: each sender's walk starts at its first entry not below the task's
+// first index (binary search, trusted only once the walks chain, see walks_chain) and takes, range
+// by range, the entries below the range's end; each must be above the sender's previous one (and
+// not below the task's first index) and sit in a slot of the range that holds its index, that is in
+// one of this server's granules; no other entry is added (false: the task stopped there).
 template <class Index>
 bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
                         std::span<const sparse::Entry<Index>> received,
@@ -133,7 +175,6 @@ bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
   for (std::size_t r0 = w0; r0 < w1; r0 += kAggregateRangeWords) {
     const std::size_t r1 = std::min(w1, r0 + kAggregateRangeWords);
     const std::uint64_t hi = first_index(r1);  // <= M
-    std::fill(scratch, scratch + (r1 - r0) * G, 0.0f);
     for (std::size_t j = 0; j < senders; ++j) {
       std::size_t k = cursor[j];
       std::uint64_t least = floor[j];
@@ -141,16 +182,17 @@ bool add_checked_ranges(const HashLayout& layout, std::uint32_t server,
         const auto x = static_cast<std::uint64_t>(e[k].index);
         if (x >= hi) break;
         const std::size_t s = layout.slot(x);  // x < M: a granule of the layout
-        if (x < least || s < r0 * G || s >= r1 * G || mine[s / G] != x / G) return false;
+        if (x < least || s < r0 * G || s >= r1 * G || mine[s / G] != x / G) {
+          std::fill(scratch, scratch + (r1 - r0) * G, 0.0f);  // zero for the next call
+          return false;
+        }
         scratch[s - r0 * G] += e[k].value;
         least = x + 1;
       }
       cursor[j] = k;
       floor[j] = least;
     }
-    const std::size_t n = nonzero_compact(scratch, r1 - r0, words_out + r0);
-    if (n > 0) std::memcpy(to, scratch, n * sizeof(float));
-    to += n;
+    to += nonzero_take(scratch, r1 - r0, words_out + r0, to);
   }
   std::copy(cursor.begin(), cursor.end(), walk_end);
   return true;
@@ -315,26 +357,26 @@ void join_task_runs(float* buf, std::span<const std::uint64_t> nnz_before, std::
 // senders' order, the order the buffer path adds in; then each index's run summed in that order.
 // Keyed by index, not slot: no table lookup per entry (under SMPI, where the layout's tables come
 // from memory, keying by slot measured 0.49 ms a call at 0.1%, 16 ranks, against 0.41).
-// `received` (not empty) is reordered; `scratch` is the sort's other buffer; the sums are
-// appended to out_idx and out_val.
+// `received` (not empty) is reordered; sums.sorted is the sort's other buffer and sums.radix_hist
+// its digit counts (both kept between calls); the sums are appended to sums.idx and sums.val.
 template <class Index>
 void sum_few(const HashLayout& layout, std::vector<sparse::Entry<Index>>& received,
-             std::vector<sparse::Entry<Index>>& scratch, std::vector<Index>& out_idx,
-             std::vector<float>& out_val) {
+             ZenServerSums<Index>& sums) {
   constexpr unsigned kDigitBits = 12;
   constexpr std::size_t kDigits = std::size_t{1} << kDigitBits;
   const std::uint64_t M = layout.elements();
   const auto bits = static_cast<unsigned>(std::bit_width(M > 0 ? M - 1 : 0));
   const unsigned passes = (bits + kDigitBits - 1) / kDigitBits;
-  std::vector<std::size_t> hist(std::size_t{passes} * kDigits, 0);
+  std::vector<std::size_t>& hist = sums.radix_hist;
+  hist.assign(std::size_t{passes} * kDigits, 0);
   for (const auto& e : received) {
     const auto x = static_cast<std::uint64_t>(e.index);
     for (unsigned p = 0; p < passes; ++p)
       ++hist[p * kDigits + ((x >> (p * kDigitBits)) & (kDigits - 1))];
   }
-  scratch.resize(received.size());
+  sums.sorted.resize(received.size());
   sparse::Entry<Index>* from = received.data();
-  sparse::Entry<Index>* to = scratch.data();
+  sparse::Entry<Index>* to = sums.sorted.data();
   for (unsigned p = 0; p < passes; ++p) {
     std::size_t* h = hist.data() + p * kDigits;
     if (h[(static_cast<std::uint64_t>(from[0].index) >> (p * kDigitBits)) & (kDigits - 1)] ==
@@ -349,8 +391,8 @@ void sum_few(const HashLayout& layout, std::vector<sparse::Entry<Index>>& receiv
     }
     std::swap(from, to);
   }
-  sum_sorted_runs<Index>(std::span<const sparse::Entry<Index>>(from, received.size()), out_idx,
-                         out_val);
+  sum_sorted_runs<Index>(std::span<const sparse::Entry<Index>>(from, received.size()), sums.idx,
+                         sums.val);
 }
 
 }  // namespace
@@ -386,7 +428,7 @@ void zen_aggregate(const HashLayout& layout, std::uint32_t server,
     // order (granules are sorted).
     sums.idx.clear();
     sums.val.clear();
-    if (!received.empty()) sum_few<Index>(layout, received, sums.sorted, sums.idx, sums.val);
+    if (!received.empty()) sum_few<Index>(layout, received, sums);
     std::fill(sums.words.begin(), sums.words.end(), 0);
     for (auto x : sums.idx) {
       const auto s = layout.slot(x);

@@ -106,36 +106,18 @@ void partition_by_entries(const SparseGradient<Index>& grad, const HashLayout& l
 
 #ifdef __SSSE3__
 // 32-bit indices, by granule runs (maximal sequences of consecutive entries in one granule, hence
-// with one owner; at most 64 entries since indices are unique). Pass 1 finds the runs of each
-// 64-entry block as a bit mask (SSE compares of neighbouring granules) and walks its bits: one
-// owner lookup and one counter update per run, lengths and owners recorded. Pass 2 copies each run
-// to its server's cursor with 4-entry SSE stores (index and value vectors interleaved by
-// unpacklo/unpackhi). Stores are 4 entries wide and may run up to 3 entries past the run: inside
-// the server's block those entries are rewritten by the server's next runs (runs are copied in
-// input order); past the block's end they can only reach the first 3 entries of the following
-// blocks (rewritten exactly at the end) or 3 entries of slack past the last block (dropped).
-template <class Owner>
-void partition_by_runs(const SparseGradient<std::uint32_t>& grad, const HashLayout& layout,
-                       HashPartition<std::uint32_t>& part) {
-  constexpr std::size_t kSlack = 3;
-  const std::size_t nnz = grad.nnz();
-  const std::uint32_t servers = layout.servers();
-  const std::uint16_t* table = layout.owner_table().data();
-  const std::uint32_t* idx = grad.indices.data();
-  const float* val = grad.values.data();
-  part.counts.assign(servers, 0);
-  if (nnz == 0) {
-    part.entries.clear();
-    return;
-  }
-  part.entries.resize(nnz + kSlack);  // shrunk back at the end (the allocation is kept)
-  std::unique_ptr<std::uint32_t[]> lens_buf(new std::uint32_t[nnz]);  // uninitialised
-  std::unique_ptr<Owner[]> owners_buf(new Owner[nnz]);
-  std::uint32_t* lens = lens_buf.get();
-  Owner* owners = owners_buf.get();
-  std::size_t* counts = part.counts.data();
+// with one owner; at most 64 entries since indices are unique). Pass 1 (find_runs) finds the runs
+// of each 64-entry block as a bit mask (SSE compares of neighbouring granules) and walks its bits:
+// one owner lookup and one counter update per run, lengths and owners recorded. Pass 2 (copy_runs)
+// copies each run to its server's cursor, 4 entries per pair of SSE stores. (AVX-512 masked loads
+// and stores, 8 or 4 entries a round without slack or repair, measured 20-25% slower on the
+// 1% / Zipf 1.1 gradient of atoll-cpu-bench: most runs are 1-3 entries long.)
 
-  // Pass 1: runs, their owners and the per-server counts.
+// Pass 1: the runs' lengths and owners (nnz > 0; nnz entries of room each), the per-server counts
+// added to `counts`; returns the number of runs.
+template <class Owner>
+std::size_t find_runs(const std::uint32_t* idx, std::size_t nnz, const std::uint16_t* table,
+                      std::uint32_t* lens, Owner* owners, std::size_t* counts) {
   std::size_t nr = 0;
   std::size_t s = 0;  // start of the current run
   std::size_t o_cur = table[idx[0] / kZenGranule];
@@ -181,19 +163,25 @@ void partition_by_runs(const SparseGradient<std::uint32_t>& grad, const HashLayo
   for (std::size_t i = std::max<std::size_t>(b, 1); i < nnz; ++i)
     if (idx[i] / kZenGranule != idx[i - 1] / kZenGranule) start_run(i);
   close_run(nnz);
+  return nr;
+}
 
-  std::vector<std::size_t> cursor_buf(2 * static_cast<std::size_t>(servers));
-  std::size_t* cursor = cursor_buf.data();
-  std::size_t* first = cursor + servers;
-  std::size_t at = 0;
-  for (std::uint32_t j = 0; j < servers; ++j) {
-    cursor[j] = first[j] = at;
-    at += counts[j];
-  }
-
-  // Pass 2: copy the runs. Runs [0, safe) end at or before `tail` and tail + 3 <= nnz, so their
-  // 4-wide loads stay inside the input; the last few runs are copied entry by entry.
-  auto* out = part.entries.data();
+// Pass 2 with SSE: 4-entry stores (index and value vectors interleaved by unpacklo/unpackhi) that
+// may run up to 3 entries past the run: inside the server's block those entries are rewritten by
+// the server's next runs (runs are copied in input order); past the block's end they can only
+// reach the first 3 entries of the following blocks (rewritten exactly at the end) or 3 entries
+// of slack past the last block (`out` has nnz + 3 entries). `cursor` holds each block's start and
+// is advanced.
+template <class Owner>
+void copy_runs(const std::uint32_t* idx, const float* val, std::size_t nnz,
+               const std::uint32_t* lens, const Owner* owners, std::size_t nr,
+               std::span<const std::size_t> counts, std::size_t* cursor,
+               sparse::Entry<std::uint32_t>* out) {
+  constexpr std::size_t kSlack = 3;
+  const std::size_t servers = counts.size();
+  std::vector<std::size_t> first(cursor, cursor + servers);
+  // Runs [0, safe) end at or before `tail` and tail + 3 <= nnz, so their 4-wide loads stay inside
+  // the input; the last few runs are copied entry by entry.
   std::size_t safe = nr, tail = nnz;
   while (safe > 0 && tail + kSlack > nnz) tail -= lens[--safe];
   {
@@ -229,7 +217,7 @@ void partition_by_runs(const SparseGradient<std::uint32_t>& grad, const HashLayo
   }
   // Repair: rewrite the first min(3, counts[j]) entries of every block j (in input order).
   std::size_t pending = 0;
-  for (std::uint32_t j = 0; j < servers; ++j) {
+  for (std::size_t j = 0; j < servers; ++j) {
     cursor[j] = std::min(kSlack, counts[j]);  // entries of block j still to rewrite
     pending += cursor[j];
   }
@@ -242,6 +230,31 @@ void partition_by_runs(const SparseGradient<std::uint32_t>& grad, const HashLayo
     cursor[o] -= take;
     pending -= take;
   }
+}
+
+template <class Owner>
+void partition_by_runs(const SparseGradient<std::uint32_t>& grad, const HashLayout& layout,
+                       HashPartition<std::uint32_t>& part) {
+  const std::size_t nnz = grad.nnz();
+  const std::uint32_t servers = layout.servers();
+  part.counts.assign(servers, 0);
+  if (nnz == 0) {
+    part.entries.clear();
+    return;
+  }
+  std::unique_ptr<std::uint32_t[]> lens(new std::uint32_t[nnz]);  // uninitialised
+  std::unique_ptr<Owner[]> owners(new Owner[nnz]);
+  const std::size_t nr = find_runs<Owner>(grad.indices.data(), nnz, layout.owner_table().data(),
+                                          lens.get(), owners.get(), part.counts.data());
+  std::vector<std::size_t> cursor(servers);
+  std::size_t at = 0;
+  for (std::uint32_t j = 0; j < servers; ++j) {
+    cursor[j] = at;
+    at += part.counts[j];
+  }
+  part.entries.resize(nnz + 3);  // the SSE copy's slack, shrunk back (the allocation is kept)
+  copy_runs<Owner>(grad.indices.data(), grad.values.data(), nnz, lens.get(), owners.get(), nr,
+                   part.counts, cursor.data(), part.entries.data());
   part.entries.resize(nnz);
 }
 #endif

@@ -47,6 +47,117 @@ std::vector<std::uint32_t> fold_order(std::span<const double> cost) {
   return order;
 }
 
+// Every server's announced coding as its blocks are coded (folded_coding), from the last of its
+// H + 1 reported words; a coding out of range or a fold flag unlike this rank's is refused (seen
+// by every rank alike).
+std::vector<PullCoding> sender_codings(std::span<const std::uint64_t> reported, std::size_t H,
+                                       std::uint32_t rank, bool fold) {
+  const auto n = static_cast<std::uint32_t>(reported.size() / (H + 1));
+  std::vector<PullCoding> coding(n);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const std::uint64_t said = reported[j * (H + 1) + H];
+    if ((said & ~kFoldsInPlace) >= kPullCodings)
+      throw MalformedMessage(fmt::format("zen: server {} announced pull coding {}", j, said));
+    if (((said & kFoldsInPlace) != 0) != fold) {
+      throw comm::CollectiveError(fmt::format(
+          "zen: rank {} folds its pull in place and rank {} does not "
+          "(SchemeOptions::fold_in_place, bench sync --consume, must be the same on every rank)",
+          fold ? rank : j, fold ? j : rank));
+    }
+    coding[j] = folded_coding(static_cast<PullCoding>(said & ~kFoldsInPlace), fold);
+  }
+  return coding;
+}
+
+// A pipelined pull's chunks, alike on every rank: their granule bounds, where each chunk's blocks
+// go in the receive buffer, every block's bytes, this server's slots and non-zeros per chunk, and
+// what reading each chunk in place costs (fold_cost; zero unless folding).
+struct ChunkPlan {
+  std::vector<std::uint64_t> bounds;             // chunks + 1 granule bounds
+  std::vector<std::size_t> chunk_begin;          // offsets of each chunk in the receive buffer
+  std::vector<std::vector<std::size_t>> counts;  // [chunk][server]: block bytes
+  std::vector<std::size_t> slot_begin;           // this server's slots per chunk
+  std::vector<std::uint64_t> my_nnz;             // this server's non-zeros per chunk
+  std::vector<double> read_cost;
+  std::uint64_t total = 0;  // non-zeros of every block
+};
+
+// From every server's reported per-bucket counts and coding (H + 1 words each); refuses counts
+// that add up to more than M.
+ChunkPlan plan_chunks(const HashLayout& layout, std::uint32_t rank,
+                      std::span<const std::uint64_t> reported,
+                      std::span<const std::uint64_t> buckets, std::uint32_t max_chunks,
+                      std::uint64_t min_block, std::size_t index_bytes, bool fold) {
+  const std::size_t H = buckets.size() - 1;
+  const auto n = static_cast<std::uint32_t>(reported.size() / (H + 1));
+  const auto coding = sender_codings(reported, H, rank, fold);
+  std::vector<std::uint64_t> bucket_nnz(std::size_t{n} * H);
+  for (std::uint32_t j = 0; j < n; ++j)
+    std::copy_n(reported.begin() + j * (H + 1), H, bucket_nnz.begin() + j * H);
+  ChunkPlan c;
+  c.bounds = zen_balanced_chunks(layout, buckets, bucket_nnz, max_chunks, min_block);
+  const auto chunks = static_cast<std::uint32_t>(c.bounds.size() - 1);
+  c.chunk_begin.assign(chunks + 1, 0);
+  c.counts.assign(chunks, std::vector<std::size_t>(n));
+  c.slot_begin.resize(chunks + 1);
+  c.my_nnz.assign(chunks, 0);
+  c.read_cost.assign(chunks, 0.0);
+  std::size_t b = 0;
+  for (std::uint32_t p = 0; p < chunks; ++p) {
+    std::vector<std::uint64_t> nnz(n, 0);
+    for (; buckets[b] < c.bounds[p + 1]; ++b)
+      for (std::uint32_t j = 0; j < n; ++j) nnz[j] += bucket_nnz[j * H + b];
+    c.chunk_begin[p + 1] = c.chunk_begin[p];
+    for (std::uint32_t j = 0; j < n; ++j) {
+      const std::size_t slots =
+          (layout.granules_before(j, c.bounds[p + 1]) - layout.granules_before(j, c.bounds[p])) *
+          kZenGranule;
+      c.counts[p][j] = zen_pull_block_bytes(slots, nnz[j], index_bytes, coding[j]);
+      if (fold) {
+        c.read_cost[p] +=
+            fold_cost(zen_pull_format(slots, nnz[j], index_bytes, coding[j]), slots, nnz[j]);
+      }
+      c.chunk_begin[p + 1] += c.counts[p][j];
+      if (j == rank) c.my_nnz[p] = nnz[j];
+      c.total += nnz[j];
+    }
+  }
+  for (std::uint32_t p = 0; p <= chunks; ++p)
+    c.slot_begin[p] = layout.granules_before(rank, c.bounds[p]) * kZenGranule;
+  if (c.total > layout.elements()) {
+    throw MalformedMessage(fmt::format("zen: servers announced {} non-zeros for {} elements",
+                                       c.total, layout.elements()));
+  }
+  return c;
+}
+
+// Reads chunk p's blocks where they arrived: folded in place into `folded` (measured, as every
+// consumer's read is: bench sync --consume), or decoded into out.sparse at `pos` (advanced).
+// progress_next drives the next chunk's transfer between servers' blocks.
+template <class Index>
+void read_chunk(Communicator& comm, const ZenPullSetup& setup, const ChunkPlan& plan,
+                std::uint32_t p, std::span<const std::uint8_t> blocks,
+                const std::function<void()>& progress_next, std::span<const std::uint32_t> order,
+                EntryFold& folded, SyncResult<Index>& out, std::size_t& pos) {
+  const std::uint64_t begin = plan.bounds[p], end = plan.bounds[p + 1];
+  if (setup.fold_in_place) {
+    folded += zen_fold_pull_chunk<Index>(setup.layout, begin, end, blocks, plan.counts[p],
+                                         progress_next, order);
+    return;
+  }
+  // Charged by the non-zeros written and the chunk's index range in bitmap bytes (what a bitmap
+  // walk scans); not by the bytes received, fewer per non-zero in the codings that cost more to
+  // decode (Elias-Fano).
+  const double range_bytes = static_cast<double>(end - begin) * kZenGranule / 8;
+  comm::ChargedWork work(comm, setup.op_decode, 0, range_bytes);
+  const std::size_t got = zen_decode_pull_chunk<Index>(
+      setup.layout, begin, end, blocks, plan.counts[p], out.sparse.indices.data() + pos,
+      out.sparse.values.data() + pos, plan.total - pos, progress_next, setup.threads,
+      setup.parallel, order);
+  pos += got;
+  work.set_size(static_cast<double>(got), range_bytes);
+}
+
 }  // namespace
 
 template <class Index>
@@ -57,7 +168,6 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   const auto n = static_cast<std::uint32_t>(comm.size());
   const auto rank = static_cast<std::uint32_t>(comm.rank());
   const std::uint64_t M = setup.layout.elements();
-  const std::size_t H = buckets.size() - 1;
   const ParallelTasks& parallel = setup.parallel;
   const double pull_start = comm.wtime();
   const auto traffic_start = comm.traffic();
@@ -73,59 +183,15 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   // with the non-zeros it sizes and the counts it reads.
   std::optional<comm::ChargedWork> plan(std::in_place, comm, setup.op_plan, 0,
                                         8.0 * static_cast<double>(reported.size()));
-  std::vector<std::uint64_t> bucket_nnz(std::size_t{n} * H);
-  for (std::uint32_t j = 0; j < n; ++j)
-    std::copy_n(reported.begin() + j * (H + 1), H, bucket_nnz.begin() + j * H);
-  for (std::uint32_t j = 0; j < n; ++j) {
-    const std::uint64_t said = reported[j * (H + 1) + H];
-    if ((said & ~kFoldsInPlace) >= kPullCodings)
-      throw MalformedMessage(fmt::format("zen: server {} announced pull coding {}", j, said));
-    if (((said & kFoldsInPlace) != 0) != fold) {  // seen by every rank alike
-      throw comm::CollectiveError(fmt::format(
-          "zen: rank {} folds its pull in place and rank {} does not "
-          "(SchemeOptions::fold_in_place, bench sync --consume, must be the same on every rank)",
-          fold ? rank : j, fold ? j : rank));
-    }
-  }
-  auto sender_coding = [&](std::uint32_t j) {
-    return folded_coding(static_cast<PullCoding>(reported[j * (H + 1) + H] & ~kFoldsInPlace), fold);
-  };
-  const auto bounds = zen_balanced_chunks(setup.layout, buckets, bucket_nnz, max_chunks, min_block);
+  const auto chunk_plan = plan_chunks(setup.layout, rank, reported, buckets, max_chunks, min_block,
+                                      sizeof(Index), fold);
+  const auto& bounds = chunk_plan.bounds;
+  const auto& chunk_begin = chunk_plan.chunk_begin;
+  const auto& counts = chunk_plan.counts;
+  const auto& slot_begin = chunk_plan.slot_begin;
+  const auto& my_nnz = chunk_plan.my_nnz;
+  const std::uint64_t total = chunk_plan.total;
   const auto chunks = static_cast<std::uint32_t>(bounds.size() - 1);
-  std::vector<std::size_t> chunk_begin(chunks + 1, 0);  // offsets of each chunk in `all`
-  std::vector<std::vector<std::size_t>> counts(chunks, std::vector<std::size_t>(n));
-  std::vector<std::size_t> slot_begin(chunks + 1);  // this server's slots per chunk
-  std::vector<std::uint64_t> my_nnz(chunks, 0);     // and its non-zeros per chunk
-  std::vector<double> read_cost(chunks, 0.0);       // fold_cost of each chunk's blocks
-  std::uint64_t total = 0;
-  {
-    std::size_t b = 0;
-    for (std::uint32_t p = 0; p < chunks; ++p) {
-      std::vector<std::uint64_t> nnz(n, 0);
-      for (; buckets[b] < bounds[p + 1]; ++b)
-        for (std::uint32_t j = 0; j < n; ++j) nnz[j] += bucket_nnz[j * H + b];
-      chunk_begin[p + 1] = chunk_begin[p];
-      for (std::uint32_t j = 0; j < n; ++j) {
-        const std::size_t slots = (setup.layout.granules_before(j, bounds[p + 1]) -
-                                   setup.layout.granules_before(j, bounds[p])) *
-                                  kZenGranule;
-        counts[p][j] = zen_pull_block_bytes(slots, nnz[j], sizeof(Index), sender_coding(j));
-        if (fold) {
-          read_cost[p] += fold_cost(zen_pull_format(slots, nnz[j], sizeof(Index), sender_coding(j)),
-                                    slots, nnz[j]);
-        }
-        chunk_begin[p + 1] += counts[p][j];
-        if (j == rank) my_nnz[p] = nnz[j];
-        total += nnz[j];
-      }
-    }
-    for (std::uint32_t p = 0; p <= chunks; ++p)
-      slot_begin[p] = setup.layout.granules_before(rank, bounds[p]) * kZenGranule;
-  }
-  if (total > M) {
-    throw MalformedMessage(
-        fmt::format("zen: servers announced {} non-zeros for {} elements", total, M));
-  }
   buf.all.resize(chunk_begin[chunks]);
   // The send buffer never moves while a chunk is on the wire: room for every chunk (checked after
   // each encode).
@@ -184,7 +250,7 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
   // Folded in place, chunks go in fold_order; decoded, in index order (the result is sorted).
   std::vector<std::uint32_t> order(chunks);
   for (std::uint32_t p = 0; p < chunks; ++p) order[p] = p;
-  if (fold) order = fold_order(read_cost);
+  if (fold) order = fold_order(chunk_plan.read_cost);
   encode(order[0]);
   post(order[0]);
   for (std::uint32_t s = 0; s < chunks; ++s) {
@@ -199,33 +265,11 @@ void zen_pull_chunked(Communicator& comm, const ZenPullSetup& setup, ZenGroups& 
       if (more) groups.progress_pull(comm, requests[next]);
     };
     const double t0 = comm.wtime();
-    if (fold) {  // measured, as every consumer's read is (bench sync --consume)
-      try {
-        folded += zen_fold_pull_chunk<Index>(
-            setup.layout, bounds[p], bounds[p + 1],
-            std::span<const std::uint8_t>(buf.all.data() + chunk_begin[p],
-                                          chunk_begin[p + 1] - chunk_begin[p]),
-            counts[p], progress_next, groups.pull_order());
-      } catch (...) {
-        failure = std::current_exception();
-      }
-      decode_s += comm.wtime() - t0;
-      continue;
-    }
     try {
-      // Charged by the non-zeros written and the chunk's index range in bitmap bytes (what a
-      // bitmap walk scans); not by the bytes received, fewer per non-zero in the codings that
-      // cost more to decode (Elias-Fano).
-      const double range_bytes = static_cast<double>(bounds[p + 1] - bounds[p]) * kZenGranule / 8;
-      comm::ChargedWork work(comm, setup.op_decode, 0, range_bytes);
-      const std::size_t before = pos;
-      pos += zen_decode_pull_chunk<Index>(
-          setup.layout, bounds[p], bounds[p + 1],
-          std::span<const std::uint8_t>(buf.all.data() + chunk_begin[p],
-                                        chunk_begin[p + 1] - chunk_begin[p]),
-          counts[p], out.sparse.indices.data() + pos, out.sparse.values.data() + pos, total - pos,
-          progress_next, setup.threads, parallel, groups.pull_order());
-      work.set_size(static_cast<double>(pos - before), range_bytes);
+      read_chunk<Index>(comm, setup, chunk_plan, p,
+                        std::span<const std::uint8_t>(buf.all.data() + chunk_begin[p],
+                                                      chunk_begin[p + 1] - chunk_begin[p]),
+                        progress_next, groups.pull_order(), folded, out, pos);
     } catch (...) {
       failure = std::current_exception();
     }

@@ -210,10 +210,11 @@ struct ZenServerSums {
   // When !sparse: one float per slot, where the sums are built; then its first nnz_before.back()
   // floats are the non-zero sums in slot order (the rest is scratch).
   std::vector<float> buffer;
-  std::vector<float> range_scratch;  // when !sparse: each task's range of slots, built in cache
+  std::vector<float> range_scratch;  // when !sparse: each task's slot range, zero between calls
   std::vector<Index> idx;            // non-zero sums in slot order, when sparse
   std::vector<float> val;
   std::vector<sparse::Entry<Index>> sorted;  // when sparse: scratch of the entries' sort
+  std::vector<std::size_t> radix_hist;       // and its digit counts
   std::vector<std::uint64_t> words;          // non-zero bitmap over the server's slots
   std::vector<std::uint64_t> nnz_before;     // non-zeros in words [0, w), words + 1 entries
   std::vector<std::uint64_t> bucket_nnz;     // non-zeros per bucket of bucket_bounds
