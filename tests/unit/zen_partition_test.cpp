@@ -428,45 +428,59 @@ TEST(ZenPull, AggregateInPartsEqualsOnePart) {
 
 // The slot-buffer form's scratch range is zero between calls (every range's slots are set back to
 // zero as its sums are copied out, and a range where the check stops is zeroed): one sums object
-// reused across densities and servers, and after a push refused in the middle of a range (the
+// reused across densities and servers, and after pushes refused in the middle of a range (the
 // last sender's entry moved to a granule another server owns, after the other senders' entries
-// of that range were added), sums bit for bit what the one pass without counts sums.
+// of that range were added; once in the middle of its block, once at 90%), sums bit for bit
+// what the one pass without counts sums. At 3 servers every range looks its words up in a table
+// of its own; at 100 servers and M = 2^23 + 5 (1311 granules a server) the first range's span of
+// granules is too wide for one and it uses the layout's table, the second its own.
 TEST(ZenPull, AggregateReusedAfterARefusedPush) {
-  const std::uint64_t M = 1000003;
-  const std::uint32_t n = 3;
-  const HashLayout layout(M, n, 9);
-  const auto buckets = zen_granule_bounds(M, zen_pull_buckets(M));
-  const auto owner = layout.owner_table();
-  ZenServerSums<std::uint32_t> reused;
-  for (double density : {0.3, 0.05, 0.3}) {
-    std::vector<double> dense;
-    std::vector<std::vector<std::size_t>> counts;
-    const auto received = push_all(layout, density, 4, dense, &counts, sparse::ValueKind::normal);
-    for (std::uint32_t j = 0; j < n; ++j) {
-      SCOPED_TRACE(::testing::Message() << "density " << density << ", server " << j);
-      const std::span<const std::size_t> c(counts[j]);
-      auto bad = received[j];
-      const std::size_t last_begin = bad.size() - c.back();
-      bool moved = false;
-      for (std::size_t k = last_begin + c.back() / 2; k + 1 < bad.size() && !moved; ++k) {
-        for (std::uint32_t x = bad[k - 1].index + 1; x < bad[k + 1].index && !moved; ++x) {
-          if (owner[x / kZenGranule] != j) {
-            bad[k].index = x;
-            moved = true;
+  struct Case {
+    std::uint64_t M;
+    std::uint32_t n;
+    std::vector<double> densities;
+    std::vector<std::uint32_t> servers;
+  };
+  for (const Case& t : {Case{1000003, 3, {0.3, 0.05, 0.3}, {0, 1, 2}},
+                        Case{(std::uint64_t{1} << 23) + 5, 100, {0.05}, {0, 57, 99}}}) {
+    const HashLayout layout(t.M, t.n, 9);
+    const auto buckets = zen_granule_bounds(t.M, zen_pull_buckets(t.M));
+    const auto owner = layout.owner_table();
+    ZenServerSums<std::uint32_t> reused;
+    for (double density : t.densities) {
+      std::vector<double> dense;
+      std::vector<std::vector<std::size_t>> counts;
+      const auto received = push_all(layout, density, 4, dense, &counts, sparse::ValueKind::normal);
+      for (const std::uint32_t j : t.servers) {
+        SCOPED_TRACE(::testing::Message()
+                     << "M " << t.M << ", density " << density << ", server " << j);
+        const std::span<const std::size_t> c(counts[j]);
+        const std::size_t last_begin = received[j].size() - c.back();
+        for (const std::size_t from : {last_begin + c.back() / 2, last_begin + c.back() * 9 / 10}) {
+          auto bad = received[j];
+          bool moved = false;
+          for (std::size_t k = from; k + 1 < bad.size() && !moved; ++k) {
+            for (std::uint32_t x = bad[k - 1].index + 1; x < bad[k + 1].index && !moved; ++x) {
+              if (owner[x / kZenGranule] != j) {
+                bad[k].index = x;
+                moved = true;
+              }
+            }
           }
+          ASSERT_TRUE(moved);
+          EXPECT_THROW(zen_aggregate(layout, j, bad, buckets, reused, c), MalformedMessage);
         }
+        auto copy = received[j];
+        zen_aggregate(layout, j, copy, buckets, reused, c);
+        auto again = received[j];
+        ZenServerSums<std::uint32_t> fresh;  // without the counts: one pass into the whole buffer
+        zen_aggregate(layout, j, again, buckets, fresh);
+        ASSERT_FALSE(fresh.sparse);
+        ASSERT_EQ(reused.sparse, fresh.sparse);
+        EXPECT_TRUE(std::ranges::equal(reused.nonzero_values(), fresh.nonzero_values()));
+        EXPECT_EQ(reused.words, fresh.words);
+        EXPECT_EQ(reused.bucket_nnz, fresh.bucket_nnz);
       }
-      ASSERT_TRUE(moved);
-      EXPECT_THROW(zen_aggregate(layout, j, bad, buckets, reused, c), MalformedMessage);
-      auto copy = received[j];
-      zen_aggregate(layout, j, copy, buckets, reused, c);
-      auto again = received[j];
-      ZenServerSums<std::uint32_t> fresh;  // without the counts: one pass into the whole buffer
-      zen_aggregate(layout, j, again, buckets, fresh);
-      ASSERT_EQ(reused.sparse, fresh.sparse);
-      EXPECT_TRUE(std::ranges::equal(reused.nonzero_values(), fresh.nonzero_values()));
-      EXPECT_EQ(reused.words, fresh.words);
-      EXPECT_EQ(reused.bucket_nnz, fresh.bucket_nnz);
     }
   }
 }
