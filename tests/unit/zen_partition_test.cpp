@@ -125,6 +125,11 @@ TEST(ZenPartition, MatchesTheDefinitionOnEdgeCases) {
         for (std::uint32_t k = size; k > 0; --k) idx.push_back(last - (k - 1));
         expect_partition_matches_reference(make(idx), n, at + " top " + std::to_string(size));
       }
+      {  // repeated indices (refused by the input check): a granule's run of 600 entries
+        std::vector<std::uint32_t> idx(600, 5);
+        idx.insert(idx.end(), {70, 70, last});
+        expect_partition_matches_reference(make(idx), n, at + " repeated");
+      }
       if (M <= 4096) {  // fully dense
         std::vector<std::uint32_t> idx(M);
         for (std::uint32_t k = 0; k < M; ++k) idx[k] = k;
