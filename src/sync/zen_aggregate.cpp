@@ -39,61 +39,28 @@ std::uint64_t nonzero_mask64(const float* v) {
   return word;
 }
 
-// The `words` words of slots at `buf`: out[w] = nonzero_mask64 of slots [64 w, 64 w + 64), and
-// the non-zero sums moved, in slot order, to buf, in one pass; returns how many. In place: no
-// value moves up. The AVX-512 form stores 16 floats per chunk of 16 slots; the store of word w's
-// chunk q starts at most 64 w + 16 q values into the range (one per slot read before), so it ends
-// at most where chunk q + 1 begins, which is read after it.
+// The `words` words of slots at `from`: out[w] = nonzero_mask64 of slots [64 w, 64 w + 64), and the
+// non-zero sums copied, in slot order, to `to`, in one pass; returns how many. kZeroFrom: every
+// slot read is set back to zero (nonzero_take: a scratch range, zero between uses); else `to` may
+// be `from` (nonzero_compact: in place, no value moves up). The AVX-512 form stores 16 floats per
+// chunk of 16 slots, up to 15 past the values it copies: in place, the store of word w's chunk q
+// starts at most 64 w + 16 q values into the range, so it ends at most where chunk q + 1 begins,
+// which is read after it; elsewhere at most to where the chunk ends counted from `to` minus the
+// values before.
 #if ATOLL_HAVE_AVX512_KERNELS
-ATOLL_AVX512 std::size_t nonzero_compact_wide(float* buf, std::size_t words, std::uint64_t* out) {
-  const __m512 zero = _mm512_setzero_ps();
-  float* to = buf;
-  for (std::size_t w = 0; w < words; ++w) {
-    const float* v = buf + w * kZenGranule;
-    std::uint64_t word = 0;
-    for (int q = 0; q < 4; ++q) {
-      const __m512 x = _mm512_loadu_ps(v + 16 * q);
-      const auto m = _mm512_cmp_ps_mask(x, zero, _CMP_NEQ_UQ);  // as nonzero_mask64
-      _mm512_storeu_ps(to, _mm512_maskz_compress_ps(m, x));
-      to += __builtin_popcount(m);
-      word |= static_cast<std::uint64_t>(m) << (16 * q);
-    }
-    out[w] = word;
-  }
-  return static_cast<std::size_t>(to - buf);
-}
-#endif
-
-std::size_t nonzero_compact(float* buf, std::size_t words, std::uint64_t* out) {
-#if ATOLL_HAVE_AVX512_KERNELS
-  if (util::avx512_kernels()) return nonzero_compact_wide(buf, words, out);
-#endif
-  float* to = buf;
-  for (std::size_t w = 0; w < words; ++w) {
-    out[w] = nonzero_mask64(buf + w * kZenGranule);
-    for (std::uint64_t word = out[w]; word; word &= word - 1)
-      *to++ = buf[w * kZenGranule + static_cast<std::size_t>(std::countr_zero(word))];
-  }
-  return static_cast<std::size_t>(to - buf);
-}
-
-// The `words` words of slots at `scratch`: out[w] = nonzero_mask64 of slots [64 w, 64 w + 64), the
-// non-zero sums copied, in slot order, to `to`, and every slot set back to zero, in one pass;
-// returns how many. The AVX-512 form stores 16 floats per chunk of 16 slots: up to 15 past the
-// values it copies, at most to where the chunk ends counted from `to` minus the values before.
-#if ATOLL_HAVE_AVX512_KERNELS
-ATOLL_AVX512 std::size_t nonzero_take_wide(float* scratch, std::size_t words, std::uint64_t* out,
+template <bool kZeroFrom>
+ATOLL_AVX512 std::size_t nonzero_copy_wide(float* from, std::size_t words, std::uint64_t* out,
                                            float* to) {
   const __m512 zero = _mm512_setzero_ps();
   float* const first = to;
   for (std::size_t w = 0; w < words; ++w) {
-    float* v = scratch + w * kZenGranule;
+    float* v = from + w * kZenGranule;
     std::uint64_t word = 0;
     for (int q = 0; q < 4; ++q) {
       const __m512 x = _mm512_loadu_ps(v + 16 * q);
       const auto m = _mm512_cmp_ps_mask(x, zero, _CMP_NEQ_UQ);  // as nonzero_mask64
       _mm512_storeu_ps(to, _mm512_maskz_compress_ps(m, x));
-      _mm512_storeu_ps(v + 16 * q, zero);
+      if constexpr (kZeroFrom) _mm512_storeu_ps(v + 16 * q, zero);
       to += __builtin_popcount(m);
       word |= static_cast<std::uint64_t>(m) << (16 * q);
     }
@@ -103,19 +70,27 @@ ATOLL_AVX512 std::size_t nonzero_take_wide(float* scratch, std::size_t words, st
 }
 #endif
 
-std::size_t nonzero_take(float* scratch, std::size_t words, std::uint64_t* out, float* to) {
+template <bool kZeroFrom>
+std::size_t nonzero_copy(float* from, std::size_t words, std::uint64_t* out, float* to) {
 #if ATOLL_HAVE_AVX512_KERNELS
-  if (util::avx512_kernels()) return nonzero_take_wide(scratch, words, out, to);
+  if (util::avx512_kernels()) return nonzero_copy_wide<kZeroFrom>(from, words, out, to);
 #endif
   float* const first = to;
   for (std::size_t w = 0; w < words; ++w) {
-    float* v = scratch + w * kZenGranule;
+    float* v = from + w * kZenGranule;
     out[w] = nonzero_mask64(v);
     for (std::uint64_t word = out[w]; word; word &= word - 1)
       *to++ = v[static_cast<std::size_t>(std::countr_zero(word))];
-    std::fill(v, v + kZenGranule, 0.0f);
+    if constexpr (kZeroFrom) std::fill(v, v + kZenGranule, 0.0f);
   }
   return static_cast<std::size_t>(to - first);
+}
+
+std::size_t nonzero_compact(float* buf, std::size_t words, std::uint64_t* out) {
+  return nonzero_copy<false>(buf, words, out, buf);
+}
+std::size_t nonzero_take(float* scratch, std::size_t words, std::uint64_t* out, float* to) {
+  return nonzero_copy<true>(scratch, words, out, to);
 }
 
 // zen_aggregate's range of slots: 1024 words, 256 KiB of sums, held in a core's L2 cache while the
