@@ -30,9 +30,11 @@ if [ "${1:-}" = --cli ]; then
   mpi_tests+='|cli_bad_input|cli_plan'
 fi
 # -O1 -g1 (line tables: reports keep file and line), as the sanitizers' documentation suggests:
-# half the compile time of -O2 -g, which on 2 cores is most of this suite's time in CI.
+# half the compile time of -O2 -g, which on 2 cores is most of this suite's time in CI. A unity
+# build (each target's sources compiled in batches of 8, the headers parsed once a batch): 4.7
+# minutes of build on 2 cores against 9.6 one file at a time (2026-12-07).
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DATOLL_OPT_FLAGS="-O1 -g1" \
+  -DATOLL_OPT_FLAGS="-O1 -g1" -DCMAKE_UNITY_BUILD=ON \
   -DATOLL_SANITIZE="$sanitize" -DATOLL_TORCH_BACKEND=OFF -DATOLL_TRAINER=OFF >/dev/null
 ninja -C "$build" -j 2 "${targets[@]}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -49,5 +51,9 @@ cd "$build"
 # scanning it as a root, crashed ("Tracer caught signal 11: addr=0xd10"; 5 of 5 runs on
 # 2026-12-07, and in three fresh-clone CI runs); without the record, 0 of 5, no leak reported
 # that was not before, and the canary's leak still found.
+# The two exhaustive planner searches (over every partition of nine cities: 46 s of the 3.9
+# minutes the unit tests take here) are left to the plain `unit` test: the planner's code runs
+# here in its other tests.
+export GTEST_FILTER=-Planner.HeuristicAgainstExhaustiveOnNineCities:Planner.BestPlanIsTheExhaustiveOptimumNamedPlanned
 ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 exec ctest --output-on-failure \
   --timeout 1800 -R "^(unit|$mpi_tests)\$" "$@"

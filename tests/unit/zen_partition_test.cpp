@@ -400,6 +400,10 @@ TEST(ZenPull, AggregateInPartsEqualsOnePart) {
       for (const unsigned parts : {1u, 2u, 3u, 7u, 100000u})
         for (const bool with_counts : {false, true})
           for (const bool threaded : {false, true}) {
+            // More parts than words (one task a word) on server 0 only: each task zeroes its
+            // own scratch range with counts (200 MB a call here) and passes over all entries
+            // without them (at 30% density, 40 s of the suite, for no path the lower take).
+            if (parts > 7 && (j != 0 || (!with_counts && density > 0.1))) continue;
             SCOPED_TRACE(::testing::Message()
                          << "density " << density << ", server " << j << ", " << parts << " parts"
                          << (threaded ? " on threads" : "") << (with_counts ? ", counts" : ""));
