@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "atoll/comm/communicator.h"
 #include "atoll/comm/parallel.h"
@@ -180,19 +182,41 @@ void expect_index_width_refused(sync::SyncScheme& scheme, const Maker<std::uint3
       "index width differs");
 }
 
+// The same maker, each (rank, world size) made once per process and kept under `key`: each rank
+// builds every rank's gradient for the reference, and each case of run_all_cases and
+// run_row_cases runs under dozens of schemes and options (the Zipf draws' pow and log were most
+// of golden_smpi_16's time: 16 simulated ranks in one process, each making all 16 gradients).
+template <class Index>
+Maker<Index> memoized(const std::string& key, Maker<Index> make) {
+  return [key, make = std::move(make)](int r, int n) {
+    static std::map<std::tuple<std::string, int, int>, SparseGradient<Index>> made;
+    auto [it, fresh] = made.try_emplace(std::tuple{key, r, n});
+    if (fresh) it->second = make(r, n);
+    return it->second;
+  };
+}
+
+// expect_exact_sum on a case of run_all_cases or run_row_cases, its gradients memoized.
+template <class Index>
+void expect_case(const std::string& scheme_name, const std::string& label, Maker<Index> make,
+                 bool exact, const sync::SchemeOptions& options) {
+  expect_exact_sum<Index>(scheme_name, label, memoized<Index>(label, std::move(make)), exact,
+                          options);
+}
+
 template <class Index>
 void run_all_cases(const std::string& scheme, const sync::SchemeOptions& options = {}) {
   using sparse::ValueKind;
   const std::uint64_t M = 10007;  // prime: never divisible by the world size
   for (double d : {0.0001, 0.001, 0.01, 0.05, 0.3, 1.0}) {
-    expect_exact_sum<Index>(scheme, "zipf-int d=" + std::to_string(d),
-                            zipf_case<Index>(M, d, ValueKind::integer, 11), true, options);
+    expect_case<Index>(scheme, "zipf-int d=" + std::to_string(d),
+                       zipf_case<Index>(M, d, ValueKind::integer, 11), true, options);
   }
   for (double d : {0.01, 0.3}) {
-    expect_exact_sum<Index>(scheme, "zipf-float d=" + std::to_string(d),
-                            zipf_case<Index>(M, d, ValueKind::normal, 12), false, options);
+    expect_case<Index>(scheme, "zipf-float d=" + std::to_string(d),
+                       zipf_case<Index>(M, d, ValueKind::normal, 12), false, options);
   }
-  expect_exact_sum<Index>(
+  expect_case<Index>(
       scheme, "uniform M=65536",
       [](int r, int) {
         sparse::GeneratorOptions o{65536, 0.02, 0.0, 5, ValueKind::integer};
@@ -206,15 +230,14 @@ void run_all_cases(const std::string& scheme, const sync::SchemeOptions& options
   for (std::uint64_t big : {100003, 300007}) {
     if (big > 100003 && scheme.rfind("zen", 0) != 0) continue;
     for (double d : {0.002, 0.05}) {
-      expect_exact_sum<Index>(scheme,
-                              "zipf-int M=" + std::to_string(big) + " d=" + std::to_string(d),
-                              zipf_case<Index>(big, d, ValueKind::integer, 13), true, options);
+      expect_case<Index>(scheme, "zipf-int M=" + std::to_string(big) + " d=" + std::to_string(d),
+                         zipf_case<Index>(big, d, ValueKind::integer, 13), true, options);
     }
   }
-  expect_exact_sum<Index>(scheme, "all empty",
-                          fixed_case<Index>(M, [](int, int) { return std::vector<Index>{}; }), true,
-                          options);
-  expect_exact_sum<Index>(
+  expect_case<Index>(scheme, "all empty",
+                     fixed_case<Index>(M, [](int, int) { return std::vector<Index>{}; }), true,
+                     options);
+  expect_case<Index>(
       scheme, "odd ranks empty",
       [=](int r, int n) {
         sparse::GeneratorOptions o{M, 0.02, 1.1, 3, ValueKind::integer};
@@ -223,14 +246,14 @@ void run_all_cases(const std::string& scheme, const sync::SchemeOptions& options
         return g;
       },
       true, options);
-  expect_exact_sum<Index>(
+  expect_case<Index>(
       scheme, "all ranks on index M-1",
       fixed_case<Index>(M, [=](int, int) { return std::vector<Index>{static_cast<Index>(M - 1)}; }),
       true, options);
-  expect_exact_sum<Index>(scheme, "all ranks on index 0",
-                          fixed_case<Index>(M, [](int, int) { return std::vector<Index>{0}; }),
-                          true, options);
-  expect_exact_sum<Index>(
+  expect_case<Index>(scheme, "all ranks on index 0",
+                     fixed_case<Index>(M, [](int, int) { return std::vector<Index>{0}; }), true,
+                     options);
+  expect_case<Index>(
       scheme, "0 and M-1",
       fixed_case<Index>(M,
                         [=](int r, int) {
@@ -238,12 +261,12 @@ void run_all_cases(const std::string& scheme, const sync::SchemeOptions& options
                                        : std::vector<Index>{static_cast<Index>(M - 1)};
                         }),
       true, options);
-  expect_exact_sum<Index>(
+  expect_case<Index>(
       scheme, "M=1",
       fixed_case<Index>(
           1, [](int r, int) { return r % 3 == 1 ? std::vector<Index>{} : std::vector<Index>{0}; }),
       true, options);
-  expect_exact_sum<Index>(
+  expect_case<Index>(
       scheme, "cancellation",
       [=](int r, int n) {
         // Pairs of ranks cancel on index 5: sums of exactly zero must not leave garbage.
@@ -279,11 +302,10 @@ Maker<Index> rows_case(std::uint64_t R, std::uint32_t w, double density, std::ui
 template <class Index>
 void run_row_cases(const std::string& scheme, const sync::SchemeOptions& options = {}) {
   for (double d : {0.002, 0.05, 0.4, 1.0})
-    expect_exact_sum<Index>(scheme, "rows R=2503 w=4 d=" + std::to_string(d),
-                            rows_case<Index>(2503, 4, d, 21), true, options);
-  expect_exact_sum<Index>(scheme, "rows R=127 w=33", rows_case<Index>(127, 33, 0.2, 22), true,
-                          options);
-  expect_exact_sum<Index>(scheme, "rows R=1 w=7", rows_case<Index>(1, 7, 1.0, 23), true, options);
+    expect_case<Index>(scheme, "rows R=2503 w=4 d=" + std::to_string(d),
+                       rows_case<Index>(2503, 4, d, 21), true, options);
+  expect_case<Index>(scheme, "rows R=127 w=33", rows_case<Index>(127, 33, 0.2, 22), true, options);
+  expect_case<Index>(scheme, "rows R=1 w=7", rows_case<Index>(1, 7, 1.0, 23), true, options);
   auto fixed_rows = [](std::uint64_t R, std::uint32_t w,
                        std::function<std::vector<Index>(int, int)> rows) -> Maker<Index> {
     return [=](int r, int n) {
@@ -295,10 +317,10 @@ void run_row_cases(const std::string& scheme, const sync::SchemeOptions& options
       return g;
     };
   };
-  expect_exact_sum<Index>(scheme, "rows all empty",
-                          fixed_rows(1000, 3, [](int, int) { return std::vector<Index>{}; }), true,
-                          options);
-  expect_exact_sum<Index>(
+  expect_case<Index>(scheme, "rows all empty",
+                     fixed_rows(1000, 3, [](int, int) { return std::vector<Index>{}; }), true,
+                     options);
+  expect_case<Index>(
       scheme, "rows 0 and R-1",
       fixed_rows(1000, 3,
                  [](int r, int) {
