@@ -1,6 +1,7 @@
 // SiteTraining's schedule (site_training.h): planned for the model's payload (the planner as a
-// library call), all-to-all, or read from a file; checked (consensus, feasibility, --pseudo-topk's
-// one clique), agreed by every site, and one communicator per round for this site's clique.
+// library call, on rank 0), all-to-all, or read from a file; checked (consensus, feasibility,
+// --pseudo-topk's one clique), agreed by every site, and one communicator per round for this site's
+// clique.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -31,11 +32,64 @@ std::string site_list(const wan::Topology& t, const wan::Clique& c) {
   return s;
 }
 
+wan::Schedule decode_schedule(const std::vector<std::uint64_t>& code, std::size_t sites) {
+  std::size_t at = 0;
+  const auto next = [&] {
+    if (at == code.size()) throw std::invalid_argument("rank 0's planned schedule is cut short");
+    return code[at++];
+  };
+  wan::Schedule plan(next());
+  for (auto& round : plan) {
+    round.resize(next());
+    for (auto& clique : round) {
+      clique.resize(next());
+      for (auto& site : clique) {
+        site = next();
+        if (site >= sites) {
+          throw std::invalid_argument(fmt::format(
+              "rank 0 planned for site {}, but this rank's --topology has {} sites (every host "
+              "must see the same files)",
+              site, sites));
+        }
+      }
+    }
+  }
+  return plan;
+}
+
 }  // namespace
+
+// The planned schedule, encoded: rank 0 plans, every site gets its rounds (the exhaustive search
+// over nine sites takes seconds: once a job, not once a rank). Every rank calls it.
+std::vector<std::uint64_t> SiteTraining::planned_schedule(comm::Communicator& comm) const {
+  std::vector<std::uint64_t> code;  // rounds; each: cliques; each: size, then its sites
+  std::optional<std::string> problem;
+  if (comm.rank() == 0) {
+    try {
+      wan::PlanRequest request;
+      request.payload_bytes = payload_bytes_;
+      const auto plan = wan::best_plan(topology_, wan::plan_options(topology_, request)).schedule;
+      code.push_back(plan.size());
+      for (const auto& round : plan) {
+        code.push_back(round.size());
+        for (const auto& clique : round) {
+          code.push_back(clique.size());
+          code.insert(code.end(), clique.begin(), clique.end());
+        }
+      }
+    } catch (const std::exception& e) {
+      problem = fmt::format("--schedule planned: {}", e.what());
+    }
+  }
+  comm.agree(problem);
+  return comm.allgatherv<std::uint64_t>(code, nullptr);  // rank 0's alone
+}
 
 void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& comm) {
   std::optional<std::string> problem;
   const auto n = topology_.size();
+  const bool planned = cfg.schedule == "planned";
+  const auto code = planned ? planned_schedule(comm) : std::vector<std::uint64_t>{};
   try {
     wan::PlanRequest request;
     request.payload_bytes = payload_bytes_;
@@ -46,8 +100,8 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
     wan::Schedule partitions;
     if (cfg.schedule == "planned" || cfg.schedule == "all-to-all") {
       schedule_name_ = cfg.schedule;
-      if (cfg.schedule == "planned") {
-        partitions = wan::best_plan(topology_, options).schedule;
+      if (planned) {
+        partitions = decode_schedule(code, n);
       } else {
         wan::Clique all(n);
         std::iota(all.begin(), all.end(), std::size_t{0});
@@ -100,8 +154,8 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
     problem = fmt::format("--schedule {}: {}", cfg.schedule, e.what());
   }
   comm.agree(problem);
-  // Every site planned (or read) the schedule itself: from files that differ between hosts, or
-  // with another libm, the rounds could differ, and the cliques' communicators would not match.
+  // Every site read --topology (and any schedule file) itself: from files that differ between
+  // hosts the rounds could differ, and the cliques' communicators would not match.
   const auto mine = static_cast<std::uint64_t>(std::hash<std::string>{}(describe()));
   if (comm.allreduce_value(mine, comm::ReduceOp::min) !=
       comm.allreduce_value(mine, comm::ReduceOp::max)) {
