@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Bad input ends with a clear error on every rank, never a hang or a crash; traces round-trip.
-# usage: bad_input.sh ATOLL_BINARY MAKE_TEST_TRACES_BINARY [--no-trainer]
+# usage: bad_input.sh ATOLL_BINARY MAKE_TEST_TRACES_BINARY [--no-trainer|--trainer-only]
 # --no-trainer: ATOLL_BINARY was built without LibTorch (cmake -DATOLL_TRAINER=OFF; the sanitizer
 # suite's CLI build): `train` checks its settings, then refuses; the cases that must train (or use
 # what a training run wrote) are skipped, each by name.
+# --trainer-only: the other cases are skipped, each by name: CTest `sanitize` runs them (this
+# script with --no-trainer, under ASan and UBSan), and each failing case costs 2 s of mpirun's
+# teardown (odls_base_sigkill_timeout) besides its start-up; CTest cli_bad_input runs so.
 set -uo pipefail
-atoll=$1 make_traces=$2 trainer=yes
+atoll=$1 make_traces=$2 trainer=yes others=yes
 [ "${3:-}" = --no-trainer ] && trainer=no
+[ "${3:-}" = --trainer-only ] && others=no
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -41,10 +45,20 @@ trains() {
   echo "skip $1: needs the trainer (this binary was built without LibTorch)"; return 1
 }
 
+# elsewhere NAME: true (saying NAME is skipped) where the cases without the trainer are left to
+# the sanitizer suite (--trainer-only).
+elsewhere() {
+  [ "$others" = yes ] && return 1
+  echo "skip $1: runs in CTest sanitize (this script under ASan and UBSan)"; return 0
+}
+
 # expect_error NAME PATTERN ARGS...: 2 ranks; nonzero exit within 60 s; every rank prints PATTERN.
+# A case whose ARGS do not start with `train` is one without the trainer (see elsewhere), unless
+# TRAINED=1 (it reads what a training run wrote).
 expect_error() {
   local name=$1 pattern=$2 out rc
   shift 2
+  [ "$1" != train ] && [ -z "${TRAINED:-}" ] && elsewhere "$name" && return
   out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" "$@" 2>&1)
   rc=$?
   check_failed "$name" "$pattern" "$rc" "$out"
@@ -56,6 +70,7 @@ expect_error unknown-scheme "unknown scheme 'nope'" bench sync --schemes zen,nop
 # A flag the parser does not know, or a value that is not a number: exit status 2 (a usage error,
 # as every check after the parser returns), not the parser library's own codes.
 for args in "train --stepz 3" "train --steps abc" "bench sync --elements 1e3x"; do
+  [ "${args%% *}" != train ] && elsewhere "parse-error '$args'" && continue
   out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" $args 2>&1)
   rc=$?
   check_failed "parse-error '$args'" "error" "$rc" "$out"
@@ -99,7 +114,9 @@ printf 'A,Alpha,Europe,50,0,-1,10,100\nB,Beta,Europe,51,1,10,10,100\n' > "$tmp/n
 expect_error plan-negative-bandwidth "bandwidth must be positive" plan --topology "$tmp/negative.csv"
 
 # The planner's JSON: the planned schedule and the four baselines, with the documented fields.
-if out=$(timeout 60 "$atoll" plan --json --fpga-memory 8e6) \
+if elsewhere plan-json; then
+  :
+elif out=$(timeout 60 "$atoll" plan --json --fpga-memory 8e6) \
   && [ "$(grep -c '"time_to_consensus_s"' <<<"$out")" -eq 5 ] \
   && grep -q '"name":"planned"' <<<"$out" && grep -q '"max_clique_size":3' <<<"$out" \
   && grep -q '"rounds_per_period":2' <<<"$out" && grep -q '"round_time_s"' <<<"$out"; then
@@ -125,7 +142,9 @@ expect_error wan-sim-site-twice "site 'LON' is in two groups of round 1" wan-sim
 printf "${head}clique multicast_fpga TYO LON NYC\n" > "$tmp/multicast.txt"
 expect_error wan-sim-memory-too-small "does not fit the FPGA memory" wan-sim \
   --schedule "$tmp/multicast.txt" --fpga-memory 1000
-if timeout 60 "$atoll" plan --payload 1e7 --fpga-memory 1e9 --schedule-out "$tmp/planned.txt" \
+if elsewhere wan-sim-schedule-file; then
+  :
+elif timeout 60 "$atoll" plan --payload 1e7 --fpga-memory 1e9 --schedule-out "$tmp/planned.txt" \
     >/dev/null && head -1 "$tmp/planned.txt" | grep -q "atoll-wan-schedule 1" \
   && out=$(timeout 120 mpirun --oversubscribe -np 2 "$atoll" wan-sim --schedule "$tmp/planned.txt" \
     --fpga-memory 1e9 2>&1) && grep -qE "^planned +total" <<<"$out"; then
@@ -137,7 +156,9 @@ fi
 # cannot hold two 1 MiB chunks per stream even when staggered runs faster than the (throttled)
 # model.
 printf "${head}clique multicast_fpga TYO LON NYC\n" > "$tmp/multicast.txt"
-if out=$(timeout 60 "$atoll" wan-sim --schedule "$tmp/multicast.txt" --fpga-memory 2.5e6 \
+if elsewhere wan-sim-check-fails; then
+  :
+elif out=$(timeout 60 "$atoll" wan-sim --schedule "$tmp/multicast.txt" --fpga-memory 2.5e6 \
     --chunk-bytes 1048576 --payload 1e8 --no-throttle 2>&1); then
   echo "FAIL wan-sim-check-fails: exit status 0"; echo "$out"; failures=$((failures + 1))
 elif grep -q "differ by more than 10%" <<<"$out"; then
@@ -158,7 +179,9 @@ expect_error dense-too-big "scheme allreduce at M = 1099511627776 on 2 ranks nee
 expect_error verify-too-big "--verify at M = 1099511627776 needs 8.8 TB per rank" bench sync \
   --elements 1099511627776 --index-bits 64 --density 1e-9 --schemes zen --verify
 # ... while sparse schemes run at M = 2^32 + 1: the generator costs O(non-zeros), not O(M).
-if out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 4294967297 \
+if elsewhere big-m-sparse; then
+  :
+elif out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 4294967297 \
     --index-bits 64 --density 1e-6 --schemes zen_coo,sparse_ps --repeat 1 --json 2>&1) \
   && [ "$(grep -c '"elements":4294967297' <<<"$out")" -eq 2 ]; then
   echo "ok   big-m-sparse"
@@ -166,7 +189,9 @@ else
   echo "FAIL big-m-sparse"; echo "$out"; failures=$((failures + 1))
 fi
 # --warmup 0: auto's one-time network probe (3 x 1 MiB) is not charged to its first timed call.
-if out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --schemes auto --elements 1 \
+if elsewhere auto-probe-untimed; then
+  :
+elif out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --schemes auto --elements 1 \
     --density 1 --warmup 0 --repeat 1 --json 2>&1) \
   && sent=$(grep -o '"bytes_sent_max":[0-9]*' <<<"$out" | cut -d: -f2) && [ "$sent" -lt 100000 ]; then
   echo "ok   auto-probe-untimed ($sent bytes)"
@@ -237,13 +262,17 @@ expect_error wan-sim-unknown-kind "unknown clique kind 'broadcast'.*multicast_fp
 # simulates what applies, and plan and wan-sim say alike when hierarchical does not apply.
 printf 'A,Alpha,Europe,50,0\nB,Beta,Europe,51,1\nC,Gamma,Asia,35,139\n' > "$tmp/lone-site.csv"
 printf 'A,Alpha,Europe,50,0\nB,Beta,Europe,51,1\nC,Gamma,Europe,48,2\n' > "$tmp/one-continent.csv"
-if out=$(timeout 120 "$atoll" wan-sim --from-plan --topology "$tmp/lone-site.csv" 2>&1) \
+if elsewhere wan-sim-lone-site-continent; then
+  :
+elif out=$(timeout 120 "$atoll" wan-sim --from-plan --topology "$tmp/lone-site.csv" 2>&1) \
   && grep -qE "^hierarchical +total" <<<"$out"; then
   echo "ok   wan-sim-lone-site-continent"
 else
   echo "FAIL wan-sim-lone-site-continent"; echo "$out"; failures=$((failures + 1))
 fi
-if out=$(timeout 120 "$atoll" wan-sim --from-plan --topology "$tmp/one-continent.csv" 2>&1) \
+if elsewhere wan-sim-plan-one-continent; then
+  :
+elif out=$(timeout 120 "$atoll" wan-sim --from-plan --topology "$tmp/one-continent.csv" 2>&1) \
   && grep -qE "^hierarchical +not applicable, not simulated: all sites are on one continent" <<<"$out" \
   && out=$(timeout 60 "$atoll" plan --topology "$tmp/one-continent.csv" 2>&1) \
   && grep -qE "^hierarchical +not applicable: all sites are on one continent" <<<"$out"; then
@@ -300,9 +329,9 @@ if trains readme-trace-example; then
   else
     echo "FAIL readme-trace-example"; cat "$tmp/dump-grads.out"; failures=$((failures + 1))
   fi
-  expect_error analyze-missing-step "no trace of step 9 .*steps present: 1-3" analyze \
+  TRAINED=1 expect_error analyze-missing-step "no trace of step 9 .*steps present: 1-3" analyze \
     --trace "$tmp/traces" --step 9
-  expect_error bench-missing-step "no trace of step 9 of rank .*steps present: 1-3" bench sync \
+  TRAINED=1 expect_error bench-missing-step "no trace of step 9 of rank .*steps present: 1-3" bench sync \
     --trace "$tmp/traces" --step 9
 fi
 # Ranks started with different settings, or resuming different checkpoints, stop with an error
@@ -321,14 +350,18 @@ if trains resume-different-checkpoints,corpus-differs; then
   expect_error_mpmd corpus-differs "ranks built different vocabularies"
 fi
 # And the good traces run and verify.
-if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/good" --verify \
+if elsewhere good-trace; then
+  :
+elif timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --trace "$tmp/good" --verify \
     --repeat 1 >"$tmp/good.out" 2>&1; then
   echo "ok   good-trace"
 else
   echo "FAIL good-trace"; cat "$tmp/good.out"; failures=$((failures + 1))
 fi
 # A synthetic gradient dumped as a trace reads back: analyze it, then synchronize from it.
-if timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 5000 --density 0.05 \
+if elsewhere dump-analyze-replay; then
+  :
+elif timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 5000 --density 0.05 \
     --schemes zen --repeat 1 --dump-trace "$tmp/dumped" >"$tmp/dump.out" 2>&1 \
   && timeout 60 "$atoll" analyze --trace "$tmp/dumped" --json >"$tmp/analyze.out" 2>&1 \
   && grep -q '"workers":2' "$tmp/analyze.out" && grep -q '"density":0.05' "$tmp/analyze.out" \
