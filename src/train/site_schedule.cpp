@@ -160,8 +160,8 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
   if (comm.allreduce_value(mine, comm::ReduceOp::min) !=
       comm.allreduce_value(mine, comm::ReduceOp::max)) {
     comm.agree(
-        "the sites planned different schedules (each site reads --topology and plans "
-        "itself: every host must see the same files)");
+        "the sites hold different schedules (each site reads --topology and any schedule "
+        "file itself, and resolves rank 0's plan on them: every host must see the same files)");
   }
   for (const auto& round : rounds_) {
     int c = -1;
