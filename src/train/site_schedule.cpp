@@ -32,64 +32,45 @@ std::string site_list(const wan::Topology& t, const wan::Clique& c) {
   return s;
 }
 
-wan::Schedule decode_schedule(const std::vector<std::uint64_t>& code, std::size_t sites) {
-  std::size_t at = 0;
-  const auto next = [&] {
-    if (at == code.size()) throw std::invalid_argument("rank 0's planned schedule is cut short");
-    return code[at++];
-  };
-  wan::Schedule plan(next());
-  for (auto& round : plan) {
-    round.resize(next());
-    for (auto& clique : round) {
-      clique.resize(next());
-      for (auto& site : clique) {
-        site = next();
-        if (site >= sites) {
-          throw std::invalid_argument(fmt::format(
-              "rank 0 planned for site {}, but this rank's --topology has {} sites (every host "
-              "must see the same files)",
-              site, sites));
-        }
-      }
-    }
+// The cliques of each round (the partitions the consensus check reads).
+wan::Schedule partitions_of(const std::vector<wan::ResolvedRound>& rounds) {
+  wan::Schedule partitions;
+  for (const auto& round : rounds) {
+    wan::Partition p;
+    for (const auto& e : round) p.push_back(e.sites);
+    partitions.push_back(p);
   }
-  return plan;
+  return partitions;
 }
 
 }  // namespace
 
-// The planned schedule, encoded: rank 0 plans, every site gets its rounds (the exhaustive search
-// over nine sites takes seconds: once a job, not once a rank). Every rank calls it.
-std::vector<std::uint64_t> SiteTraining::planned_schedule(comm::Communicator& comm) const {
-  std::vector<std::uint64_t> code;  // rounds; each: cliques; each: size, then its sites
+// The planned schedule as a schedule file's text (wan/schedule_file.h): rank 0 plans, every site
+// gets the text (the exhaustive search over nine sites takes seconds: once a job, not once a
+// rank). Every rank calls it.
+std::string SiteTraining::planned_schedule(comm::Communicator& comm) const {
+  std::string text;
   std::optional<std::string> problem;
   if (comm.rank() == 0) {
     try {
       wan::PlanRequest request;
       request.payload_bytes = payload_bytes_;
-      const auto plan = wan::best_plan(topology_, wan::plan_options(topology_, request)).schedule;
-      code.push_back(plan.size());
-      for (const auto& round : plan) {
-        code.push_back(round.size());
-        for (const auto& clique : round) {
-          code.push_back(clique.size());
-          code.insert(code.end(), clique.begin(), clique.end());
-        }
-      }
+      const auto plan = wan::best_plan(topology_, wan::plan_options(topology_, request));
+      text = wan::format_schedule(wan::to_schedule_file(topology_, plan, payload_bytes_));
     } catch (const std::exception& e) {
       problem = fmt::format("--schedule planned: {}", e.what());
     }
   }
   comm.agree(problem);
-  return comm.allgatherv<std::uint64_t>(code, nullptr);  // rank 0's alone
+  const auto all = comm.allgatherv<char>(std::span<const char>(text.data(), text.size()), nullptr);
+  return std::string(all.begin(), all.end());  // rank 0's alone
 }
 
 void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& comm) {
   std::optional<std::string> problem;
   const auto n = topology_.size();
   const bool planned = cfg.schedule == "planned";
-  const auto code = planned ? planned_schedule(comm) : std::vector<std::uint64_t>{};
+  const auto planned_text = planned ? planned_schedule(comm) : std::string{};
   try {
     wan::PlanRequest request;
     request.payload_bytes = payload_bytes_;
@@ -100,8 +81,9 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
     wan::Schedule partitions;
     if (cfg.schedule == "planned" || cfg.schedule == "all-to-all") {
       schedule_name_ = cfg.schedule;
-      if (planned) {
-        partitions = decode_schedule(code, n);
+      if (planned) {  // its cliques, mapped onto this site's topology by their codes
+        const auto file = wan::parse_schedule(planned_text, "rank 0's planned schedule");
+        partitions = partitions_of(wan::rounds_on(file, topology_));
       } else {
         wan::Clique all(n);
         std::iota(all.begin(), all.end(), std::size_t{0});
@@ -119,11 +101,7 @@ void SiteTraining::build_schedule(const TrainConfig& cfg, comm::Communicator& co
       }
       schedule_name_ = file.name + " (" + cfg.schedule + ")";
       rounds_ = wan::rounds_on(file, topology_);
-      for (const auto& round : rounds_) {
-        wan::Partition p;
-        for (const auto& e : round) p.push_back(e.sites);
-        partitions.push_back(p);
-      }
+      partitions = partitions_of(rounds_);
     }
     if (wan::consensus_rate(partitions, n) > 1 - 1e-9) {
       throw std::invalid_argument(fmt::format(

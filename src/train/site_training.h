@@ -130,7 +130,7 @@ class SiteTraining {
 
  private:
   void build_schedule(const TrainConfig& config, comm::Communicator& comm);
-  std::vector<std::uint64_t> planned_schedule(comm::Communicator& comm) const;
+  std::string planned_schedule(comm::Communicator& comm) const;
   comm::Communicator clique_comm(comm::Communicator& comm, const wan::ResolvedRound& round,
                                  int& clique);
   // At a meeting or the end: the clock waits for the exchange in flight, then its result is
