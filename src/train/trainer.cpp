@@ -42,6 +42,7 @@
 #include "step_timer.h"
 #include "threads.h"
 #include "timeline.h"
+#include "train_entry.h"
 
 namespace atl::train {
 
@@ -55,8 +56,7 @@ int run(Communicator& comm, const TrainConfig& cfg);
 
 }  // namespace
 
-int train(Communicator& comm, const TrainConfig& cfg) {
-  check_run(comm, cfg);
+int run_checked(Communicator& comm, const TrainConfig& cfg) {
   const std::uint64_t M = static_cast<std::uint64_t>(cfg.model.vocab) * cfg.model.d_embed;
   return M < (std::uint64_t{1} << 32) ? run<std::uint32_t>(comm, cfg)
                                       : run<std::uint64_t>(comm, cfg);

@@ -349,6 +349,16 @@ if trains resume-different-checkpoints,corpus-differs; then
   mpmd0=("${tiny[@]}" --steps 2) mpmd1=("${tiny[@]}" --steps 2 --corpus "$tmp/corpus2")
   expect_error_mpmd corpus-differs "ranks built different vocabularies"
 fi
+# build/atoll loads the trainer (build/atoll-trainer.so, beside it) only to train: a copy without
+# the module still checks its settings, then every rank names the module it could not load.
+if trains trainer-module-missing; then
+  mkdir "$tmp/alone" && cp "$atoll" "$tmp/alone/"
+  atoll_whole=$atoll atoll=$tmp/alone/atoll
+  expect_error trainer-module-missing "cannot load the trainer module .*alone/atoll-trainer.so" \
+    train --steps 1
+  expect_error trainer-module-missing-settings-first "--steps -1 is negative" train --steps -1
+  atoll=$atoll_whole
+fi
 # And the good traces run and verify.
 if elsewhere good-trace; then
   :
