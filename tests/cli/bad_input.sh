@@ -5,8 +5,7 @@
 # suite's CLI build): `train` checks its settings, then refuses; the cases that must train (or use
 # what a training run wrote) are skipped, each by name.
 # --trainer-only: the other cases are skipped, each by name: CTest `sanitize` runs them (this
-# script with --no-trainer, under ASan and UBSan), and each failing case costs 2 s of mpirun's
-# teardown (odls_base_sigkill_timeout) besides its start-up; CTest cli_bad_input runs so.
+# script with --no-trainer, under ASan and UBSan); CTest cli_bad_input runs so.
 set -uo pipefail
 atoll=$1 make_traces=$2 trainer=yes others=yes
 [ "${3:-}" = --no-trainer ] && trainer=no
@@ -17,15 +16,23 @@ trap 'rm -rf "$tmp"' EXIT
 "$make_traces" "$tmp" || exit 1
 failures=0
 
-# check_failed NAME PATTERN STATUS OUTPUT: a nonzero status within the timeout, PATTERN printed by
-# both ranks, no crash.
+# on_each_rank MPIRUN_ARGS...: mpirun (60 s at most) with each rank run to its own end, saying its
+# exit status (tests/each_rank_exit.sh: no rank killed before it reports, no kill sequence).
+on_each_rank() {
+  timeout 60 mpirun --mca orte_abort_on_non_zero_status 0 --oversubscribe "$@" 2>&1
+}
+each=$(cd "$(dirname "$0")/.." && pwd)/each_rank_exit.sh
+
+# check_failed NAME PATTERN STATUS OUTPUT [EXIT]: within the timeout both ranks exited nonzero
+# (with EXIT: that status) and printed PATTERN; no crash.
 check_failed() {
-  local name=$1 pattern=$2 rc=$3 out=$4
+  local name=$1 pattern=$2 rc=$3 out=$4 exit=${5:-[1-9][0-9]*}
   if [ "$rc" -eq 124 ]; then
     echo "FAIL $name: hung (killed after 60 s)"; failures=$((failures + 1)); return
   fi
-  if [ "$rc" -eq 0 ]; then
-    echo "FAIL $name: exit status 0"; echo "$out"; failures=$((failures + 1)); return
+  if [ "$(grep -cE "^exit status $exit on rank [01]$" <<<"$out")" -ne 2 ]; then
+    echo "FAIL $name: not both ranks exited with status $exit"; echo "$out"
+    failures=$((failures + 1)); return
   fi
   for rank in 0 1; do
     if ! grep -E "rank $rank" <<<"$out" | grep -E -e "$pattern" >/dev/null; then
@@ -59,7 +66,7 @@ expect_error() {
   local name=$1 pattern=$2 out rc
   shift 2
   [ "$1" != train ] && [ -z "${TRAINED:-}" ] && elsewhere "$name" && return
-  out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" "$@" 2>&1)
+  out=$(on_each_rank -np 2 "$each" "$atoll" "$@")
   rc=$?
   check_failed "$name" "$pattern" "$rc" "$out"
 }
@@ -71,12 +78,8 @@ expect_error unknown-scheme "unknown scheme 'nope'" bench sync --schemes zen,nop
 # as every check after the parser returns), not the parser library's own codes.
 for args in "train --stepz 3" "train --steps abc" "bench sync --elements 1e3x"; do
   [ "${args%% *}" != train ] && elsewhere "parse-error '$args'" && continue
-  out=$(timeout 60 mpirun --oversubscribe -np 2 "$atoll" $args 2>&1)
-  rc=$?
-  check_failed "parse-error '$args'" "error" "$rc" "$out"
-  if [ "$rc" -ne 2 ]; then
-    echo "FAIL parse-error '$args': exit status $rc, not 2"; failures=$((failures + 1))
-  fi
+  out=$(on_each_rank -np 2 "$each" "$atoll" $args)
+  check_failed "parse-error '$args'" "error" $? "$out" 2
 done
 # A table recorded under Open MPI (record mode measures; only SMPI can charge from a table).
 if ! timeout 60 mpirun --oversubscribe -np 2 "$atoll" bench sync --elements 1000 --repeat 1 \
@@ -286,8 +289,7 @@ fi
 # "${mpmd1[@]}" (ranks started with different settings or seeing different files).
 expect_error_mpmd() {
   local out rc
-  out=$(timeout 60 mpirun --oversubscribe -np 1 "$atoll" "${mpmd0[@]}" : -np 1 "$atoll" \
-    "${mpmd1[@]}" 2>&1)
+  out=$(on_each_rank -np 1 "$each" "$atoll" "${mpmd0[@]}" : -np 1 "$each" "$atoll" "${mpmd1[@]}")
   rc=$?
   check_failed "$1" "$2" "$rc" "$out"
 }

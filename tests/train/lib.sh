@@ -5,6 +5,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
+each_rank_exit=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/each_rank_exit.sh
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 run() { timeout 600 mpirun --oversubscribe -np "$@"; }
 common=(train --preset tiny --batch 8 --plot false --quiet --seed 7 --eval-windows 64)
@@ -51,15 +52,19 @@ resumed_exactly() {
     fail "$name: ${msg:-?} ${msg2:-?} ${msg3:-?}"
   fi
 }
-# expect_error NAME PATTERN ARGS...: `atoll ARGS` on EXPECT_NP ranks (default 2) fails, and every
-# rank reports PATTERN (extended regex).
+# expect_error NAME PATTERN ARGS...: `atoll ARGS` on EXPECT_NP ranks (default 2) fails on every
+# rank, and every rank reports PATTERN (extended regex). Each rank runs to its own end
+# (tests/each_rank_exit.sh says why): a rank left waiting for a peer is a hang, at the timeout.
 expect_error() {
-  local name=$1 pattern=$2 out rc np=${EXPECT_NP:-2}
+  local name=$1 pattern=$2 out rc np=${EXPECT_NP:-2} failed
   shift 2
-  out=$(timeout 120 mpirun --oversubscribe -np "$np" "$atoll" "$@" 2>&1)
+  out=$(timeout 120 mpirun --mca orte_abort_on_non_zero_status 0 --oversubscribe -np "$np" \
+    "$each_rank_exit" "$atoll" "$@" 2>&1)
   rc=$?
-  if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
-    fail "$name: exit status $rc"; echo "$out"; return
+  failed=$(grep -cE "^exit status [1-9][0-9]* on rank [0-9]+$" <<<"$out")
+  if [ $rc -ne 0 ] || [ "$failed" -ne "$np" ]; then
+    fail "$name: mpirun exit status $rc (124: timed out), $failed of $np ranks failed"
+    echo "$out"; return
   fi
   # The second grep reads all its input (no -q): under pipefail, a grep -q that exits at the first
   # match would make the first grep die of SIGPIPE on long output, failing at random.

@@ -136,15 +136,20 @@ else
   fail "resume after SIGKILL: ${msg:-resumed run failed}"
 fi
 
-# expect_error NAME NP PATTERN ARGS...: nonzero exit within 120 s, every rank reports PATTERN.
+# expect_error NAME NP PATTERN ARGS...: every rank exits nonzero within 120 s (each to its own
+# end: tests/each_rank_exit.sh) and reports PATTERN.
 expect_error() {
   local name=$1 np=$2 pattern=$3
   shift 3
-  local out rc
-  out=$(timeout 120 mpirun --oversubscribe -np "$np" "$atoll" "$@" 2>&1)
+  local out rc failed
+  out=$(timeout 120 mpirun --mca orte_abort_on_non_zero_status 0 --oversubscribe -np "$np" \
+    "$(dirname "$0")/../each_rank_exit.sh" "$atoll" "$@" 2>&1)
   rc=$?
   if [ $rc -eq 124 ]; then fail "$name: hung (killed after 120 s)"; return; fi
-  if [ $rc -eq 0 ]; then fail "$name: exit status 0"; echo "$out"; return; fi
+  failed=$(grep -cE "^exit status [1-9][0-9]* on rank [0-9]+$" <<<"$out")
+  if [ "$failed" -ne "$np" ]; then
+    fail "$name: $failed of $np ranks exited nonzero"; echo "$out"; return
+  fi
   for rank in $(seq 0 $((np - 1))); do
     if ! grep -E "rank $rank" <<<"$out" | grep -E -e "$pattern" >/dev/null; then
       fail "$name: rank $rank did not report /$pattern/"; echo "$out"; return
