@@ -16,12 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$make_traces" "$tmp" || exit 1
 failures=0
 
-# on_each_rank MPIRUN_ARGS...: mpirun (60 s at most) with each rank run to its own end, saying its
-# exit status (tests/each_rank_exit.sh: no rank killed before it reports, no kill sequence).
-on_each_rank() {
-  timeout 60 mpirun --mca orte_abort_on_non_zero_status 0 --oversubscribe "$@" 2>&1
-}
-each=$(cd "$(dirname "$0")/.." && pwd)/each_rank_exit.sh
+source "$(dirname "$0")/../each_rank.sh"  # mpirun_each, ranks_exited, $each_rank_exit
 
 # check_failed NAME PATTERN STATUS OUTPUT [EXIT]: within the timeout both ranks exited nonzero
 # (with EXIT: that status) and printed PATTERN; no crash.
@@ -30,7 +25,7 @@ check_failed() {
   if [ "$rc" -eq 124 ]; then
     echo "FAIL $name: hung (killed after 60 s)"; failures=$((failures + 1)); return
   fi
-  if [ "$(grep -cE "^exit status $exit on rank [01]$" <<<"$out")" -ne 2 ]; then
+  if [ "$(ranks_exited "$out" "$exit")" -ne 2 ]; then
     echo "FAIL $name: not both ranks exited with status $exit"; echo "$out"
     failures=$((failures + 1)); return
   fi
@@ -66,7 +61,7 @@ expect_error() {
   local name=$1 pattern=$2 out rc
   shift 2
   [ "$1" != train ] && [ -z "${TRAINED:-}" ] && elsewhere "$name" && return
-  out=$(on_each_rank -np 2 "$each" "$atoll" "$@")
+  out=$(mpirun_each 60 -np 2 "$each_rank_exit" "$atoll" "$@")
   rc=$?
   check_failed "$name" "$pattern" "$rc" "$out"
 }
@@ -78,7 +73,7 @@ expect_error unknown-scheme "unknown scheme 'nope'" bench sync --schemes zen,nop
 # as every check after the parser returns), not the parser library's own codes.
 for args in "train --stepz 3" "train --steps abc" "bench sync --elements 1e3x"; do
   [ "${args%% *}" != train ] && elsewhere "parse-error '$args'" && continue
-  out=$(on_each_rank -np 2 "$each" "$atoll" $args)
+  out=$(mpirun_each 60 -np 2 "$each_rank_exit" "$atoll" $args)
   check_failed "parse-error '$args'" "error" $? "$out" 2
 done
 # A table recorded under Open MPI (record mode measures; only SMPI can charge from a table).
@@ -289,7 +284,8 @@ fi
 # "${mpmd1[@]}" (ranks started with different settings or seeing different files).
 expect_error_mpmd() {
   local out rc
-  out=$(on_each_rank -np 1 "$each" "$atoll" "${mpmd0[@]}" : -np 1 "$each" "$atoll" "${mpmd1[@]}")
+  out=$(mpirun_each 60 -np 1 "$each_rank_exit" "$atoll" "${mpmd0[@]}" \
+    : -np 1 "$each_rank_exit" "$atoll" "${mpmd1[@]}")
   rc=$?
   check_failed "$1" "$2" "$rc" "$out"
 }

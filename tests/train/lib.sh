@@ -5,7 +5,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
-each_rank_exit=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/each_rank_exit.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../each_rank.sh"
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 run() { timeout 600 mpirun --oversubscribe -np "$@"; }
 common=(train --preset tiny --batch 8 --plot false --quiet --seed 7 --eval-windows 64)
@@ -58,10 +58,9 @@ resumed_exactly() {
 expect_error() {
   local name=$1 pattern=$2 out rc np=${EXPECT_NP:-2} failed
   shift 2
-  out=$(timeout 120 mpirun --mca orte_abort_on_non_zero_status 0 --oversubscribe -np "$np" \
-    "$each_rank_exit" "$atoll" "$@" 2>&1)
+  out=$(mpirun_each 120 -np "$np" "$each_rank_exit" "$atoll" "$@")
   rc=$?
-  failed=$(grep -cE "^exit status [1-9][0-9]* on rank [0-9]+$" <<<"$out")
+  failed=$(ranks_exited "$out")
   if [ $rc -ne 0 ] || [ "$failed" -ne "$np" ]; then
     fail "$name: mpirun exit status $rc (124: timed out), $failed of $np ranks failed"
     echo "$out"; return

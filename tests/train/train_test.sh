@@ -8,6 +8,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'pkill -9 -f "atoll train .*$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 failures=0
+source "$(dirname "$0")/../each_rank.sh"
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 run() { timeout 600 mpirun --oversubscribe -np "$@"; }
 common=(train --preset tiny --batch 8 --eval-every 0 --plot false --quiet --seed 7)
@@ -142,11 +143,10 @@ expect_error() {
   local name=$1 np=$2 pattern=$3
   shift 3
   local out rc failed
-  out=$(timeout 120 mpirun --mca orte_abort_on_non_zero_status 0 --oversubscribe -np "$np" \
-    "$(dirname "$0")/../each_rank_exit.sh" "$atoll" "$@" 2>&1)
+  out=$(mpirun_each 120 -np "$np" "$each_rank_exit" "$atoll" "$@")
   rc=$?
   if [ $rc -eq 124 ]; then fail "$name: hung (killed after 120 s)"; return; fi
-  failed=$(grep -cE "^exit status [1-9][0-9]* on rank [0-9]+$" <<<"$out")
+  failed=$(ranks_exited "$out")
   if [ "$failed" -ne "$np" ]; then
     fail "$name: $failed of $np ranks exited nonzero"; echo "$out"; return
   fi
